@@ -1,0 +1,45 @@
+"""The project's one error tree.
+
+Every failure the project raises on purpose is a ``DispatchError``. The two branches tell the
+Cloud Function what to do with the event that caused it:
+
+- ``TransientError``: the platform should deliver the event again (raise, HTTP 500);
+- ``PermanentError``: delivering again cannot help; the error is recorded and alerted, and the
+  event is acknowledged (return, HTTP 200), so bad input never becomes a retry storm.
+
+Subclasses name what went wrong and, through their message, what to change.
+"""
+
+from __future__ import annotations
+
+
+class DispatchError(Exception):
+    """Root of every error vertex-dispatch raises on purpose."""
+
+    transient: bool = False
+
+
+class TransientError(DispatchError):
+    """A failure that may pass by itself: retry the event."""
+
+    transient = True
+
+
+class PermanentError(DispatchError):
+    """A failure that retrying cannot fix: record, alert, acknowledge."""
+
+
+class BackendUnavailable(TransientError):
+    """A Google Cloud service (or its emulator) did not answer or answered UNAVAILABLE."""
+
+
+class ConfigError(PermanentError):
+    """The configuration file is invalid; the message names the file, the key path and the fix."""
+
+
+class MalformedEvent(PermanentError):
+    """The CloudEvent or message body cannot be decoded."""
+
+
+class InvalidJobSpec(PermanentError):
+    """The CustomJob that a request would create breaks a Vertex AI rule or a guard."""
