@@ -1,8 +1,8 @@
 """Structured logging in the Cloud Logging JSON format.
 
 Cloud Run and Cloud Functions turn each JSON line on stdout/stderr into a log entry, reading
-``severity``, ``message`` and ``logging.googleapis.com/labels`` specially. Every line carries the run
-key (when there is one) as a label, so one trigger can be followed end to end.
+``severity``, ``message`` and ``logging.googleapis.com/labels`` specially. Every line carries the
+run key (when there is one) as a label, so one trigger can be followed end to end.
 """
 
 from __future__ import annotations

@@ -1,0 +1,37 @@
+"""The user's configuration: routes, templates, placements, retry policy and guards.
+
+``model`` holds the frozen dataclasses every other module reads; ``loader`` turns a YAML file (a
+path or a ``gs://`` URI) into them, once per instance, with errors that name the file, the key path
+and the fix. Nothing here imports a Google Cloud client: an event that matches no route must stay
+cheap (DESIGN.md §5).
+"""
+
+from shared.config.model import (
+    Completion,
+    Config,
+    FlexStartPlacement,
+    GcsRoute,
+    Guards,
+    PersistentResourcePlacement,
+    Placement,
+    PubSubRoute,
+    RetryPolicy,
+    Route,
+    ScheduleRoute,
+    Template,
+)
+
+__all__ = [
+    "Completion",
+    "Config",
+    "FlexStartPlacement",
+    "GcsRoute",
+    "Guards",
+    "PersistentResourcePlacement",
+    "Placement",
+    "PubSubRoute",
+    "RetryPolicy",
+    "Route",
+    "ScheduleRoute",
+    "Template",
+]

@@ -1,0 +1,162 @@
+"""The configuration's data model: frozen, plain dataclasses, no I/O and no cloud imports.
+
+A template's job spec stays in the REST JSON shape of ``aiplatform_v1.CustomJobSpec`` (camelCase
+keys, as ``CustomJobSpec.to_json`` prints it). It becomes a proto only when a route has matched
+(``shared.jobspec``), because importing ``aiplatform_v1`` costs about 2 s and 110 MiB: an event
+that matches nothing must not pay that. ``vertex-dispatch validate`` parses every template eagerly.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+
+class Completion(enum.Enum):
+    """When a Cloud Storage route considers a dataset complete and starts a run."""
+
+    MARKER = "marker"  # the matched object is a marker (e.g. */_SUCCESS): its arrival completes
+    MANIFEST = "manifest"  # the matched object lists the dataset's files; all must exist
+    EVERY_OBJECT = "every_object"  # each matched object is a dataset of its own
+
+
+class FailureClass(enum.Enum):
+    """Why a job ended without success; the retry policy decides per class."""
+
+    CAPACITY = "capacity"  # FLEX_START wait expired, stockout, persistent resource full
+    QUOTA = "quota"  # a quota ceiling: a human must raise it
+    INFRASTRUCTURE = "infrastructure"  # internal error, worker restarts exhausted
+    USER_CODE = "user_code"  # the training code exited non-zero
+    INVALID_SPEC = "invalid_spec"  # the service rejected the job spec
+    CANCELLED = "cancelled"  # someone cancelled it: never retried
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class Guards:
+    """Limits no request may widen. An empty tuple means "no restriction" for that guard."""
+
+    image_prefixes: tuple[str, ...] = ()
+    service_accounts: tuple[str, ...] = ()
+    regions: tuple[str, ...] = ()
+    max_gpus_per_job: int | None = None
+    max_gpu_hours_per_job: float | None = None
+
+
+@dataclass(frozen=True)
+class GcsRoute:
+    """A dataset landing in a bucket: ``match`` is a glob on the object name."""
+
+    name: str
+    bucket: str
+    match: str
+    template: str
+    completion: Completion = Completion.MARKER
+    params: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PubSubRoute:
+    """A job request on the requests topic, matched on attributes and/or one body field.
+
+    ``template`` fixed here wins; when it is None the request body names the template.
+    """
+
+    name: str
+    attributes: Mapping[str, str] = field(default_factory=dict)
+    body_field: str | None = None  # dotted path into the JSON body, e.g. "kind"
+    body_value: str | None = None
+    template: str | None = None
+    params: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ScheduleRoute:
+    """A Cloud Scheduler tick naming ``schedule`` in its body or attributes."""
+
+    name: str
+    schedule: str
+    template: str
+    cron: str | None = None  # informational here; deploy/ and the local stack fire it
+    params: Mapping[str, str] = field(default_factory=dict)
+
+
+Route = GcsRoute | PubSubRoute | ScheduleRoute
+
+
+@dataclass(frozen=True)
+class MachineOverride:
+    """Another machine for every worker pool, for a fallback onto another GPU type."""
+
+    machine_type: str
+    accelerator_type: str | None = None
+    accelerator_count: int = 0
+
+
+@dataclass(frozen=True)
+class PersistentResourcePlacement:
+    """Run on an existing persistent resource (``jobSpec.persistentResourceId``)."""
+
+    resource_id: str
+    region: str | None = None  # None: the config's region
+
+
+@dataclass(frozen=True)
+class FlexStartPlacement:
+    """Run under Dynamic Workload Scheduler (``scheduling.strategy = FLEX_START``)."""
+
+    max_wait: timedelta  # 0 waits forever; always set explicitly (DESIGN.md §3)
+    region: str | None = None
+    machine: MachineOverride | None = None
+
+
+Placement = PersistentResourcePlacement | FlexStartPlacement
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How the job-state function reacts when a job ends without success.
+
+    ``attempts`` bounds every attempt of a run (capacity fallbacks included); ``user_failures``
+    is the separate budget for retries of user-code failures.
+    """
+
+    attempts: int = 3
+    backoff_base: timedelta = timedelta(seconds=60)
+    backoff_cap: timedelta = timedelta(minutes=30)
+    user_failures: int = 0
+    retry_on: frozenset[FailureClass] = frozenset(
+        {FailureClass.CAPACITY, FailureClass.INFRASTRUCTURE}
+    )
+
+
+@dataclass(frozen=True)
+class Template:
+    """A CustomJob to build: a job spec in REST JSON shape, with ``{param}`` placeholders."""
+
+    name: str
+    display_name: str
+    job_spec: Mapping[str, Any]  # aiplatform_v1.CustomJobSpec as REST JSON, no scheduling strategy
+    placements: tuple[Placement, ...]
+    params: tuple[str, ...] = ()  # all a request may fill
+    labels: Mapping[str, str] = field(default_factory=dict)
+    timeout: timedelta | None = None
+    retry: RetryPolicy = RetryPolicy()
+
+
+@dataclass(frozen=True)
+class Config:
+    """The whole configuration, loaded and validated once per instance."""
+
+    project: str
+    region: str
+    source: str  # where it was read from, for error messages
+    alerts_topic: str
+    requests_topic: str | None = None
+    completions_topic: str | None = None
+    guards: Guards = Guards()
+    routes: tuple[Route, ...] = ()
+    templates: Mapping[str, Template] = field(default_factory=dict)
