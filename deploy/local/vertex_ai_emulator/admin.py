@@ -1,0 +1,155 @@
+"""The admin API under `/emulator/v1/` on the REST port: what tests use to steer the emulator.
+
+Health, the request log, reset, the core's state, capacity, persistent resources, outcome rules,
+the simulated clock and fault rules; JSON in and out. Admin calls are never recorded in the request
+log, which holds the Vertex AI calls only. Every endpoint is documented in
+docs/vertex-ai-emulator.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from http import HTTPStatus
+from types import UnionType
+from typing import Any
+
+import grpc
+from google.cloud import aiplatform_v1
+
+from vertex_ai_emulator.dispatch import RPC_METHODS, Dispatcher
+from vertex_ai_emulator.errors import ConfigError, EmulatorError, invalid_argument
+from vertex_ai_emulator.faults import FaultRule, FaultRuleError
+from vertex_ai_emulator.messages import from_rest_dict, rfc3339, to_rest_dict
+
+ADMIN_PATH_PREFIX = "/emulator/v1/"
+
+AdminAnswer = tuple[int, Any]
+Query = dict[str, list[str]]
+FieldKind = tuple[type | UnionType, str]  # (accepted JSON value type, its name in errors)
+
+_STRING: FieldKind = (str, "a string")
+_INTEGER: FieldKind = (int, "an integer")
+_NUMBER: FieldKind = (int | float, "a number")
+
+
+class AdminApi:
+    """Admin endpoints, keyed by (HTTP method, path below `/emulator/v1/`)."""
+
+    def __init__(self, dispatcher: Dispatcher, initial_faults: list[FaultRule]) -> None:
+        self._dispatcher = dispatcher
+        self._emulator = dispatcher.emulator
+        self._initial_faults = list(initial_faults)
+        self._endpoints: dict[tuple[str, str], Callable[[Query, Any], Any]] = {
+            ("GET", "health"): self._health,
+            ("GET", "requests"): self._list_requests,
+            ("DELETE", "requests"): self._clear_requests,
+            ("POST", "reset"): self._reset,
+            ("GET", "state"): self._state,
+            ("PUT", "capacity"): self._set_capacity,
+            ("PUT", "persistentResources"): self._put_persistent_resource,
+            ("POST", "outcomes"): self._add_outcome_rule,
+            ("DELETE", "outcomes"): self._clear_outcome_rules,
+            ("GET", "clock"): self._clock,
+            ("POST", "clock:advance"): self._advance_clock,
+            ("GET", "faults"): self._list_faults,
+            ("POST", "faults"): self._add_fault,
+            ("DELETE", "faults"): self._clear_faults,
+        }
+
+    def handle(self, http_method: str, path: str, query: Query, body: Any) -> AdminAnswer:
+        """Serve one admin call; raises `EmulatorError` for a refused one."""
+        endpoint = self._endpoints.get((http_method, path.strip("/")))
+        if endpoint is None:
+            raise EmulatorError(
+                grpc.StatusCode.NOT_FOUND,
+                f"No admin endpoint {http_method} {ADMIN_PATH_PREFIX}{path}; see "
+                "docs/vertex-ai-emulator.md for the list.",
+            )
+        try:
+            return HTTPStatus.OK, endpoint(query, body)
+        except (ConfigError, FaultRuleError) as error:
+            raise invalid_argument(str(error)) from None
+
+    def reset(self) -> None:
+        """Back to the state the config describes: jobs, clock, outcome rules, faults, log."""
+        self._emulator.reset()
+        self._dispatcher.faults.replace_all(self._initial_faults)
+        self._dispatcher.request_log.clear()
+
+    def _health(self, query: Query, body: Any) -> dict[str, Any]:
+        return {"status": "ok"}
+
+    def _list_requests(self, query: Query, body: Any) -> dict[str, Any]:
+        method = query.get("method", [None])[0]
+        records = self._dispatcher.request_log.records(method)
+        return {"requests": [record.to_json_dict() for record in records]}
+
+    def _clear_requests(self, query: Query, body: Any) -> dict[str, Any]:
+        self._dispatcher.request_log.clear()
+        return {}
+
+    def _reset(self, query: Query, body: Any) -> dict[str, Any]:
+        self.reset()
+        return {}
+
+    def _state(self, query: Query, body: Any) -> dict[str, Any]:
+        return self._emulator.state_snapshot()
+
+    def _set_capacity(self, query: Query, body: Any) -> dict[str, Any]:
+        fields = _require_fields(
+            body, {"region": _STRING, "acceleratorType": _STRING, "count": _INTEGER}
+        )
+        self._emulator.set_capacity(fields["region"], fields["acceleratorType"], fields["count"])
+        return fields
+
+    def _put_persistent_resource(self, query: Query, body: Any) -> dict[str, Any]:
+        resource = from_rest_dict(aiplatform_v1.PersistentResource, _require_object(body))
+        return to_rest_dict(self._emulator.put_persistent_resource(resource))
+
+    def _add_outcome_rule(self, query: Query, body: Any) -> dict[str, Any]:
+        return self._emulator.add_outcome_rule(_require_object(body))
+
+    def _clear_outcome_rules(self, query: Query, body: Any) -> dict[str, Any]:
+        self._emulator.clear_outcome_rules()
+        return {}
+
+    def _clock(self, query: Query, body: Any) -> dict[str, Any]:
+        clock = self._emulator.clock
+        return {"now": rfc3339(clock.now()), "timeScale": clock.time_scale}
+
+    def _advance_clock(self, query: Query, body: Any) -> dict[str, Any]:
+        seconds = _require_fields(body, {"seconds": _NUMBER})["seconds"]
+        if seconds < 0:
+            raise invalid_argument(f"the clock only moves forward; got seconds={seconds}")
+        self._emulator.advance_clock(seconds)
+        return self._clock(query, body)
+
+    def _list_faults(self, query: Query, body: Any) -> dict[str, Any]:
+        return {"faults": [rule.to_dict() for rule in self._dispatcher.faults.rules()]}
+
+    def _add_fault(self, query: Query, body: Any) -> dict[str, Any]:
+        rule = FaultRule.from_dict(_require_object(body), known_methods=RPC_METHODS)
+        self._dispatcher.faults.add(rule)
+        return rule.to_dict()
+
+    def _clear_faults(self, query: Query, body: Any) -> dict[str, Any]:
+        self._dispatcher.faults.replace_all([])
+        return {}
+
+
+def _require_object(body: Any) -> dict[str, Any]:
+    if not isinstance(body, dict):
+        raise invalid_argument(f"expected a JSON object body, got {body!r}")
+    return body
+
+
+def _require_fields(body: Any, expected: dict[str, FieldKind]) -> dict[str, Any]:
+    fields = _require_object(body)
+    for name, (kind, kind_name) in expected.items():
+        value = fields.get(name)
+        if isinstance(value, bool) or not isinstance(value, kind):
+            raise invalid_argument(f"field {name!r} must be {kind_name}, got {value!r}")
+    unknown = sorted(set(fields) - set(expected))
+    if unknown:
+        raise invalid_argument(f"unknown field(s) {unknown}; expected {sorted(expected)}")
+    return fields

@@ -1,0 +1,266 @@
+"""The emulator's configuration: what the simulated world looks like when it starts (or resets).
+
+Loaded from YAML or JSON by `load_config`; every key is optional. See example-config.yaml for a
+file that uses them all. Invalid values raise ConfigError naming the key, e.g.
+`capacity.us-central1.NVIDIA_H100_80GB: must be a non-negative integer, got -1`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from google.cloud import aiplatform_v1
+
+from vertex_ai_emulator.durations import parse_duration
+from vertex_ai_emulator.errors import ConfigError
+from vertex_ai_emulator.outcomes import Outcome, OutcomeRule
+
+WHEN_FULL_CHOICES = ("queue", "reject")
+DEFAULT_UNLISTED_CAPACITY = 64
+
+TOP_LEVEL_KEYS = frozenset(
+    {
+        "project_numbers",
+        "capacity",
+        "unlisted_capacity",
+        "capacity_timeline",
+        "persistent_resources",
+        "timings",
+        "outcome_rules",
+        "default_outcome",
+        "persistent_resource_when_full",
+        "time_scale",
+        "faults",
+    }
+)
+TIMELINE_KEYS = frozenset({"at", "region", "accelerator", "set"})
+
+
+@dataclass(frozen=True)
+class Timings:
+    """Simulated seconds that state changes take."""
+
+    provisioning: float = 120.0  # PENDING -> RUNNING (or -> stockout) for new machines
+    persistent_start: float = 5.0  # PENDING -> RUNNING on a persistent resource
+    cancel: float = 5.0  # CANCELLING -> CANCELLED
+
+
+@dataclass(frozen=True)
+class CapacityChange:
+    """At `at_seconds` after start (or reset), the region's total of `accelerator` becomes
+    `total`."""
+
+    at_seconds: float
+    region: str
+    accelerator: str
+    total: int
+
+
+@dataclass(frozen=True)
+class EmulatorConfig:
+    """Everything the simulated world starts from; `Emulator.reset` returns to it."""
+
+    project_numbers: Mapping[str, str] = field(default_factory=dict)
+    capacity: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    # GPUs per (region, accelerator) not listed in `capacity`: generous, so an unconfigured
+    # emulator runs jobs; list a pair with 0 to simulate a stockout.
+    unlisted_capacity: int = DEFAULT_UNLISTED_CAPACITY
+    capacity_timeline: tuple[CapacityChange, ...] = ()
+    # REST JSON of each resource; parsed on use so the config itself stays immutable.
+    persistent_resources: tuple[str, ...] = ()
+    timings: Timings = field(default_factory=Timings)
+    outcome_rules: tuple[OutcomeRule, ...] = ()
+    default_outcome: Outcome = field(default_factory=Outcome)
+    persistent_resource_when_full: str = "queue"
+    time_scale: float = 1.0
+    faults: tuple[Mapping[str, Any], ...] = ()  # interpreted by the transports, not the core
+
+    @classmethod
+    def default(cls) -> EmulatorConfig:
+        """No persistent resources, no rules, `unlisted_capacity` GPUs everywhere."""
+        return cls()
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> EmulatorConfig:
+        """Validate and convert a parsed YAML/JSON document."""
+        if not isinstance(raw, Mapping):
+            raise ConfigError(f"config: must be a mapping, got {type(raw).__name__}")
+        unknown = sorted(set(raw) - TOP_LEVEL_KEYS)
+        if unknown:
+            raise ConfigError(
+                f"config: unknown key(s) {', '.join(unknown)}; "
+                f"allowed: {', '.join(sorted(TOP_LEVEL_KEYS))}"
+            )
+        return cls(
+            project_numbers=_project_numbers(raw.get("project_numbers", {})),
+            capacity=_capacity(raw.get("capacity", {})),
+            unlisted_capacity=_count(
+                raw.get("unlisted_capacity", DEFAULT_UNLISTED_CAPACITY), "unlisted_capacity"
+            ),
+            capacity_timeline=_timeline(raw.get("capacity_timeline", [])),
+            persistent_resources=_persistent_resources(raw.get("persistent_resources", [])),
+            timings=_timings(raw.get("timings", {})),
+            outcome_rules=tuple(
+                OutcomeRule.from_dict(rule, f"outcome_rules[{index}]")
+                for index, rule in enumerate(_list(raw.get("outcome_rules", []), "outcome_rules"))
+            ),
+            default_outcome=Outcome.from_dict(
+                _mapping(raw.get("default_outcome", {}), "default_outcome")
+            ),
+            persistent_resource_when_full=_when_full(
+                raw.get("persistent_resource_when_full", "queue")
+            ),
+            time_scale=_time_scale(raw.get("time_scale", 1.0)),
+            faults=tuple(_faults(raw.get("faults", []))),
+        )
+
+    def parsed_persistent_resources(self) -> list[aiplatform_v1.PersistentResource]:
+        """Fresh proto copies of the configured persistent resources."""
+        return [
+            aiplatform_v1.PersistentResource.from_json(text) for text in self.persistent_resources
+        ]
+
+
+def load_config(path: str | Path) -> EmulatorConfig:
+    """Read a YAML or JSON config file (JSON is YAML, but a .json file gets JSON's errors)."""
+    text = Path(path).read_text()
+    try:
+        raw = json.loads(text) if str(path).endswith(".json") else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as error:
+        raise ConfigError(f"{path}: not valid YAML/JSON: {error}") from None
+    return EmulatorConfig.from_dict(raw or {})
+
+
+def _mapping(raw: Any, where: str) -> Mapping[str, Any]:
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"{where}: must be a mapping, got {type(raw).__name__}")
+    return raw
+
+
+def _list(raw: Any, where: str) -> list[Any]:
+    if not isinstance(raw, list):
+        raise ConfigError(f"{where}: must be a list, got {type(raw).__name__}")
+    return raw
+
+
+def _count(raw: Any, where: str) -> int:
+    if isinstance(raw, bool) or not isinstance(raw, int) or raw < 0:
+        raise ConfigError(f"{where}: must be a non-negative integer, got {raw!r}")
+    return raw
+
+
+def _seconds(raw: Any, where: str) -> float:
+    try:
+        return parse_duration(raw)
+    except ValueError as error:
+        raise ConfigError(f"{where}: {error}") from None
+
+
+def _project_numbers(raw: Any) -> dict[str, str]:
+    numbers = {}
+    for project_id, number in _mapping(raw, "project_numbers").items():
+        text = str(number)
+        if not text.isdigit():
+            raise ConfigError(f"project_numbers.{project_id}: must be digits, got {number!r}")
+        numbers[str(project_id)] = text
+    return numbers
+
+
+def _accelerator(raw: Any, where: str) -> str:
+    if raw not in aiplatform_v1.AcceleratorType.__members__:
+        raise ConfigError(
+            f"{where}: {raw!r} is not an AcceleratorType name (e.g. NVIDIA_H100_80GB)"
+        )
+    return raw
+
+
+def _capacity(raw: Any) -> dict[str, dict[str, int]]:
+    capacity: dict[str, dict[str, int]] = {}
+    for region, per_accelerator in _mapping(raw, "capacity").items():
+        where = f"capacity.{region}"
+        capacity[region] = {
+            _accelerator(accelerator, f"{where}.{accelerator}"): _count(
+                count, f"{where}.{accelerator}"
+            )
+            for accelerator, count in _mapping(per_accelerator, where).items()
+        }
+    return capacity
+
+
+def _timeline(raw: Any) -> tuple[CapacityChange, ...]:
+    changes = []
+    for index, entry in enumerate(_list(raw, "capacity_timeline")):
+        where = f"capacity_timeline[{index}]"
+        entry = _mapping(entry, where)
+        missing = sorted(TIMELINE_KEYS - set(entry))
+        unknown = sorted(set(entry) - TIMELINE_KEYS)
+        if missing or unknown:
+            raise ConfigError(
+                f"{where}: needs exactly the keys {', '.join(sorted(TIMELINE_KEYS))} "
+                f"(missing: {missing}, unknown: {unknown})"
+            )
+        changes.append(
+            CapacityChange(
+                at_seconds=_seconds(entry["at"], f"{where}.at"),
+                region=str(entry["region"]),
+                accelerator=_accelerator(entry["accelerator"], f"{where}.accelerator"),
+                total=_count(entry["set"], f"{where}.set"),
+            )
+        )
+    return tuple(sorted(changes, key=lambda change: change.at_seconds))
+
+
+def _persistent_resources(raw: Any) -> tuple[str, ...]:
+    texts = []
+    for index, entry in enumerate(_list(raw, "persistent_resources")):
+        where = f"persistent_resources[{index}]"
+        entry = _mapping(entry, where)
+        if not str(entry.get("name", "")).count("/persistentResources/"):
+            raise ConfigError(
+                f"{where}.name: must be projects/P/locations/L/persistentResources/ID, "
+                f"got {entry.get('name')!r}"
+            )
+        text = json.dumps(entry)
+        try:
+            aiplatform_v1.PersistentResource.from_json(text)
+        except Exception as error:  # json_format.ParseError and friends: report, don't crash
+            raise ConfigError(f"{where}: not a PersistentResource: {error}") from None
+        texts.append(text)
+    return tuple(texts)
+
+
+def _timings(raw: Any) -> Timings:
+    entries = _mapping(raw, "timings")
+    allowed = set(Timings.__dataclass_fields__)
+    unknown = sorted(set(entries) - allowed)
+    if unknown:
+        raise ConfigError(
+            f"timings: unknown key(s) {', '.join(unknown)}; allowed: {sorted(allowed)}"
+        )
+    return Timings(**{key: _seconds(value, f"timings.{key}") for key, value in entries.items()})
+
+
+def _when_full(raw: Any) -> str:
+    if raw not in WHEN_FULL_CHOICES:
+        raise ConfigError(
+            f"persistent_resource_when_full: {raw!r} is not one of {', '.join(WHEN_FULL_CHOICES)}"
+        )
+    return raw
+
+
+def _time_scale(raw: Any) -> float:
+    if isinstance(raw, bool) or not isinstance(raw, int | float) or raw < 0:
+        raise ConfigError(f"time_scale: must be a non-negative number, got {raw!r}")
+    return float(raw)
+
+
+def _faults(raw: Any) -> list[Mapping[str, Any]]:
+    faults = _list(raw, "faults")
+    for index, fault in enumerate(faults):
+        _mapping(fault, f"faults[{index}]")
+    return faults
