@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from emulator_test_support import TEST_CONFIG, TRANSPORTS, AdminApi, build_clients
 from google.cloud import aiplatform_v1
+
 from vertex_ai_emulator.config import EmulatorConfig
 from vertex_ai_emulator.server import EmulatorServer
 

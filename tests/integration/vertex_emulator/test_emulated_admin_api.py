@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from emulator_test_support import PARENT, build_clients, flex_start_job, raw_rest_call
 from google.api_core import exceptions
+
 from vertex_ai_emulator.config import EmulatorConfig
 from vertex_ai_emulator.server import EmulatorServer
 

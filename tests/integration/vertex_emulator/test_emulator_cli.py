@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from emulator_test_support import PARENT, build_clients, flex_start_job
 from google.api_core import exceptions
+
 from vertex_ai_emulator.server import EmulatorServer
 
 pytestmark = pytest.mark.integration

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from google.cloud import aiplatform_v1
+
 from vertex_ai_emulator.clock import SimulatedClock
 from vertex_ai_emulator.config import EmulatorConfig
 from vertex_ai_emulator.core import Emulator

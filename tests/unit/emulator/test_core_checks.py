@@ -17,6 +17,7 @@ from core_builders import (
     pool,
 )
 from google.cloud import aiplatform_v1
+
 from vertex_ai_emulator.errors import EmulatorError
 
 INVALID = grpc.StatusCode.INVALID_ARGUMENT

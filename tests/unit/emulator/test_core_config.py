@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from core_builders import PARENT, START, job, new_emulator, state_of
+
 from vertex_ai_emulator.clock import SimulatedClock
 from vertex_ai_emulator.config import CapacityChange, EmulatorConfig, load_config
 from vertex_ai_emulator.core import Emulator

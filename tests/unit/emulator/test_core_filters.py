@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 import grpc
 import pytest
 from google.cloud import aiplatform_v1
+
 from vertex_ai_emulator.errors import EmulatorError
 from vertex_ai_emulator.filters import parse_filter
 

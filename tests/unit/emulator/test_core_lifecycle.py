@@ -17,6 +17,7 @@ from core_builders import (
 )
 from google.cloud import aiplatform_v1
 from google.protobuf import empty_pb2
+
 from vertex_ai_emulator.errors import EmulatorError
 
 H100 = {"us-central1": {"NVIDIA_H100_80GB": 0}}

@@ -7,6 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 import grpc
 import pytest
 from core_builders import CANONICAL_PARENT, PARENT, job, new_emulator
+
 from vertex_ai_emulator.core import Emulator
 from vertex_ai_emulator.errors import EmulatorError
 from vertex_ai_emulator.paging import MAX_PAGE_SIZE

@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from core_builders import PARENT, job
+
 from vertex_ai_emulator.clock import SimulatedClock
 from vertex_ai_emulator.config import EmulatorConfig
 from vertex_ai_emulator.core import Emulator

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 import grpc
 import pytest
+
 from vertex_ai_emulator.faults import (
     Fault,
     FaultInjector,
