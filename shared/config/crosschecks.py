@@ -1,0 +1,108 @@
+"""Checks that need routes and templates together: names, and parameters that can be filled.
+
+- route names are unique, and no two schedule routes answer the same schedule;
+- every route names a template that exists (a pubsub route may leave it to the request);
+- every parameter a route fills is one its template declares;
+- for routes whose trigger cannot bring parameters of its own (gcs, schedule), every placeholder
+  the template uses is filled by dispatch, the trigger or the route: a run never starts only to
+  fail rendering.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+
+from shared.config.model import GcsRoute, PubSubRoute, Route, ScheduleRoute, Template
+from shared.config.placeholders import (
+    FIELDS_BY_ROUTE_KIND,
+    RENDER_FIELDS,
+    TRIGGER_FIELDS,
+    placeholder_names,
+    placeholders_in,
+)
+from shared.config.problems import Problems, child, item
+
+KIND_BY_ROUTE_TYPE: Mapping[type, str] = {
+    GcsRoute: "gcs",
+    PubSubRoute: "pubsub",
+    ScheduleRoute: "schedule",
+}
+
+
+def check_routes(
+    routes: Mapping[int, Route],
+    templates: Mapping[str, Template],
+    declared: Collection[str],
+    problems: Problems,
+) -> None:
+    """``routes`` maps each route's index in the ``routes`` list to the route read from it.
+
+    ``declared`` names every template in the file, including those too broken to build: a route
+    naming one of them is not reported again (the template's own problems say what to fix).
+    """
+    first_index_by_name: dict[str, int] = {}
+    first_index_by_schedule: dict[str, int] = {}
+    for index, route in routes.items():
+        path = item("routes", index)
+        if route.name in first_index_by_name:
+            problems.add(
+                child(path, "name"),
+                f"{route.name!r} is already the name of "
+                f"routes[{first_index_by_name[route.name]}]; route names must be "
+                "unique: rename one",
+            )
+        first_index_by_name.setdefault(route.name, index)
+        if isinstance(route, ScheduleRoute):
+            if route.schedule in first_index_by_schedule:
+                problems.add(
+                    child(path, "schedule"),
+                    f"schedule {route.schedule!r} is already "
+                    f"routed by routes[{first_index_by_schedule[route.schedule]}]; one "
+                    "tick starts one run: remove one of the two",
+                )
+            first_index_by_schedule.setdefault(route.schedule, index)
+        _check_route_template(route, templates, declared, path, problems)
+
+
+def _check_route_template(
+    route: Route,
+    templates: Mapping[str, Template],
+    declared: Collection[str],
+    path: str,
+    problems: Problems,
+) -> None:
+    if route.template is None:
+        return
+    template = templates.get(route.template)
+    if template is None and route.template in declared:
+        return
+    if template is None:
+        known = ", ".join(sorted(templates)) or "none are defined"
+        problems.add(
+            child(path, "template"),
+            f"template {route.template!r} is not defined; "
+            f"use one of: {known}, or define it under templates",
+        )
+        return
+    for param in route.params:
+        if param not in template.params:
+            problems.add(
+                child(child(path, "params"), param),
+                f"template {template.name!r} does "
+                f"not declare {param!r}; add it to templates.{template.name}.params "
+                "or remove it here",
+            )
+    if isinstance(route, PubSubRoute):
+        return  # the request may fill the template's declared params
+    kind = KIND_BY_ROUTE_TYPE[type(route)]
+    available = RENDER_FIELDS | FIELDS_BY_ROUTE_KIND[kind] | set(route.params)
+    used = set(placeholder_names(template.display_name))
+    used |= {name for _, name in placeholders_in(template.job_spec)}
+    fillable = set(template.params) | TRIGGER_FIELDS  # other names: the template's own problem
+    for name in sorted((used & fillable) - available):
+        problems.add(
+            child(path, "params"),
+            f"template {template.name!r} uses {{{name}}}, which "
+            f"a {kind} trigger does not carry; fill it here, e.g. params: {{{name}: "
+            '"..."}',
+        )

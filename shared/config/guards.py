@@ -1,0 +1,153 @@
+"""Guards: limits no template or request may widen, read here and checked against each template.
+
+Users write::
+
+    guards:
+      image_prefixes: ["us-docker.pkg.dev/acme-ml/train/"]
+      service_accounts: ["trainer@acme-ml.iam.gserviceaccount.com"]
+      regions: [us-central1, us-east4]
+      max_gpus_per_job: 16
+      max_gpu_hours_per_job: 400
+
+Every template is checked at load against what is knowable from it (images, service account,
+regions of its placements, GPUs of its worker pools and machine overrides, GPU-hours over its
+timeout), so a config that breaks a guard fails when it is loaded, not at the first event.
+``shared.validation`` checks the rendered job again before anything is created.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from datetime import timedelta
+from typing import Any
+
+from shared.config.durations import describe_duration
+from shared.config.fields import read_int, read_mapping, read_number, read_text_list
+from shared.config.model import FlexStartPlacement, Guards, Placement, Template
+from shared.config.placements import REGION, REGION_RULE
+from shared.config.problems import Problems, child
+
+GUARD_KEYS = frozenset(
+    {"image_prefixes", "service_accounts", "regions", "max_gpus_per_job", "max_gpu_hours_per_job"}
+)
+IMAGE_FIELDS = (("containerSpec", "imageUri"), ("pythonPackageSpec", "executorImageUri"))
+
+
+def read_guards(value: object, path: str, problems: Problems) -> Guards:
+    """The guards; ``Guards()`` (no restriction) when the section is absent."""
+    if value is None:
+        return Guards()
+    guards = read_mapping(value, path, problems, allowed=GUARD_KEYS)
+    if guards is None:
+        return Guards()
+    return Guards(
+        image_prefixes=read_text_list(
+            guards.get("image_prefixes"), child(path, "image_prefixes"), problems
+        )
+        or (),
+        service_accounts=read_text_list(
+            guards.get("service_accounts"), child(path, "service_accounts"), problems
+        )
+        or (),
+        regions=read_text_list(
+            guards.get("regions"),
+            child(path, "regions"),
+            problems,
+            pattern=REGION,
+            rule=REGION_RULE,
+        )
+        or (),
+        max_gpus_per_job=read_int(
+            guards.get("max_gpus_per_job"), child(path, "max_gpus_per_job"), problems, minimum=0
+        ),
+        max_gpu_hours_per_job=read_number(
+            guards.get("max_gpu_hours_per_job"),
+            child(path, "max_gpu_hours_per_job"),
+            problems,
+            above=0,
+        ),
+    )
+
+
+def check_template(
+    template: Template, guards: Guards, default_region: str, path: str, problems: Problems
+) -> None:
+    """Record every guard the template breaks as written (before any parameter is filled)."""
+    for where, image in _images(template.job_spec):
+        if guards.image_prefixes and not image.startswith(guards.image_prefixes):
+            problems.add(
+                child(path, where),
+                f"image {image!r} is outside guards.image_prefixes; "
+                f"use an image under {', '.join(guards.image_prefixes)} or add its "
+                "prefix to the guard",
+            )
+    account = template.job_spec.get("serviceAccount")
+    if guards.service_accounts and account not in guards.service_accounts:
+        problems.add(
+            child(path, "service_account"),
+            f"{account or 'no service account'} is not "
+            f"in guards.service_accounts; set service_account to one of "
+            f"{', '.join(guards.service_accounts)}",
+        )
+    for index, placement in enumerate(template.placements):
+        region = placement.region or default_region
+        if guards.regions and region not in guards.regions:
+            problems.add(
+                f"{child(path, 'placement')}[{index}]",
+                f"region {region} is outside "
+                f"guards.regions; use one of {', '.join(guards.regions)} or widen the "
+                "guard",
+            )
+    _check_gpus(template, guards, path, problems)
+
+
+def _check_gpus(template: Template, guards: Guards, path: str, problems: Problems) -> None:
+    if guards.max_gpus_per_job is None and guards.max_gpu_hours_per_job is None:
+        return
+    most_gpus = max(gpus_per_job(template.job_spec, placement) for placement in template.placements)
+    if guards.max_gpus_per_job is not None and most_gpus > guards.max_gpus_per_job:
+        problems.add(
+            path,
+            f"asks for {most_gpus} GPUs in one job (accelerators x replicas, on its "
+            f"largest placement), over guards.max_gpus_per_job = "
+            f"{guards.max_gpus_per_job}; use fewer replicas or accelerators",
+        )
+    if guards.max_gpu_hours_per_job is None or not most_gpus:
+        return
+    if template.timeout is None:
+        problems.add(
+            child(path, "timeout"),
+            "is required while guards.max_gpu_hours_per_job is "
+            "set: without it a job may run 7 days; set e.g. timeout: 48h",
+        )
+        return
+    gpu_hours = most_gpus * template.timeout / timedelta(hours=1)
+    if gpu_hours > guards.max_gpu_hours_per_job:
+        problems.add(
+            child(path, "timeout"),
+            f"{most_gpus} GPUs for {describe_duration(template.timeout)} is "
+            f"{gpu_hours:g} GPU-hours, over guards.max_gpu_hours_per_job = "
+            f"{guards.max_gpu_hours_per_job:g}; shorten the timeout or use fewer GPUs",
+        )
+
+
+def gpus_per_job(job_spec: Mapping[str, Any], placement: Placement) -> int:
+    """GPUs one job asks for: accelerators x replicas over its pools, after a machine override."""
+    override = placement.machine if isinstance(placement, FlexStartPlacement) else None
+    total = 0
+    for pool in job_spec.get("workerPoolSpecs") or ():
+        machine = pool.get("machineSpec") or {}
+        if not machine.get("machineType"):
+            continue  # an empty pool "{}" is skipped by Vertex
+        count = override.accelerator_count if override else machine.get("acceleratorCount", 0)
+        total += int(count or 0) * int(pool.get("replicaCount", 1) or 1)
+    return total
+
+
+def _images(job_spec: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    """``(key path, image)`` of every worker pool's container or executor image."""
+    for index, pool in enumerate(job_spec.get("workerPoolSpecs") or ()):
+        for section, key in IMAGE_FIELDS:
+            image = (pool.get(section) or {}).get(key)
+            if image:
+                yield f"job_spec.workerPoolSpecs[{index}].{section}.{key}", image

@@ -1,0 +1,174 @@
+"""The configuration file (YAML, on disk or in Cloud Storage) to a validated ``Config``.
+
+- ``parse_config``: text to ``Config``, every rule checked, every problem reported at once in one
+  ``InvalidConfig`` (a ``ConfigError``) naming the file, each key path, the rule and the fix;
+- ``load_config``: the same from a path or a ``gs://`` URI;
+- ``config_from_env``: the config named by ``VERTEX_DISPATCH_CONFIG``, loaded once per process.
+
+The sections are read by their own modules (``routes``, ``templates``, ``guards``, ...); this one
+reads the top level and runs the checks that span sections. Nothing here imports a Google Cloud
+client: an event that matches no route must stay cheap (DESIGN.md §5).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+from shared.config.crosschecks import check_routes
+from shared.config.fields import read_list, read_mapping, read_text
+from shared.config.guards import check_template, read_guards
+from shared.config.model import Config, Route, Template
+from shared.config.placements import REGION, REGION_RULE
+from shared.config.problems import Problems, child, item
+from shared.config.routes import read_route
+from shared.config.sources import FileReader, read_source, reader_beside
+from shared.config.templates import TemplateContext, read_template
+from shared.config.yamlfile import parse_yaml
+from shared.errors import ConfigError
+
+CONFIG_VARIABLE = "VERTEX_DISPATCH_CONFIG"
+TOP_LEVEL_KEYS = frozenset(
+    {"project", "region", "alerts_topic", "requests_topic", "completions_topic"}
+    | {"guards", "routes", "templates"}
+)
+TOPIC_KEYS = ("alerts_topic", "requests_topic", "completions_topic")
+
+PROJECT = re.compile(r"[a-z][a-z0-9-]{4,28}[a-z0-9]")
+PROJECT_RULE = "a project ID: 6 to 30 lowercase letters, digits and -, starting with a letter"
+TOPIC_ID = r"(?!goog)[A-Za-z][A-Za-z0-9._~+%-]{2,254}"
+TOPIC = re.compile(rf"(projects/[a-z][a-z0-9-]{{4,28}}[a-z0-9]/topics/)?{TOPIC_ID}")
+TOPIC_RULE = "a topic ID such as training-alerts, or projects/PROJECT/topics/TOPIC"
+
+
+def config_from_env() -> Config:
+    """The config named by ``VERTEX_DISPATCH_CONFIG``, read and validated once per process."""
+    source = os.environ.get(CONFIG_VARIABLE, "").strip()
+    if not source:
+        raise ConfigError(
+            f"{CONFIG_VARIABLE} is not set; set it to the config's path or "
+            "gs://BUCKET/path/config.yaml in the function's environment"
+        )
+    return _load_once(source)
+
+
+@functools.lru_cache(maxsize=4)
+def _load_once(source: str) -> Config:
+    # Keyed by source, so a test (or a redeploy) that points the variable elsewhere reloads.
+    return load_config(source)
+
+
+def load_config(source: str) -> Config:
+    """Read and validate the config at a local path or ``gs://bucket/object``."""
+    text = read_source(source)
+    base_dir = None if source.startswith("gs://") else Path(source).resolve().parent
+    return parse_config(text, source, base_dir, read_file=reader_beside(source, base_dir))
+
+
+def parse_config(
+    text: str,
+    source: str,
+    base_dir: Path | None = None,
+    *,
+    read_file: FileReader | None = None,
+) -> Config:
+    """Validate config ``text``; ``source`` names it in messages, ``base_dir`` anchors its files.
+
+    ``read_file`` reads the files templates refer to; by default from ``base_dir`` (or the
+    current directory). Raises ``InvalidConfig`` listing every problem found.
+    """
+    top = _top_level(text, source)
+    problems = Problems()
+    project = (
+        read_text(top.get("project"), "project", problems, pattern=PROJECT, rule=PROJECT_RULE) or ""
+    )
+    region = (
+        read_text(top.get("region"), "region", problems, pattern=REGION, rule=REGION_RULE) or ""
+    )
+    topics = {key: _topic(top.get(key), key, project, problems) for key in TOPIC_KEYS}
+    guards = read_guards(top.get("guards"), "guards", problems)
+    context = TemplateContext(
+        project=project, region=region, read_file=read_file or reader_beside(source, base_dir)
+    )
+    templates = _templates(top.get("templates"), problems, context)
+    for name, template in templates.items():
+        check_template(template, guards, region, child("templates", name), problems)
+    routes = _routes(top.get("routes"), problems)
+    declared = top.get("templates")
+    check_routes(routes, templates, declared if isinstance(declared, Mapping) else {}, problems)
+    problems.raise_if_any(source)
+    return Config(
+        project=project,
+        region=region,
+        source=source,
+        alerts_topic=topics["alerts_topic"] or "",
+        requests_topic=topics["requests_topic"],
+        completions_topic=topics["completions_topic"],
+        guards=guards,
+        routes=tuple(routes.values()),
+        templates=templates,
+    )
+
+
+def _top_level(text: str, source: str) -> Mapping[str, object]:
+    """The document's top-level mapping; without one nothing else can be checked."""
+    problems = Problems()
+    try:
+        document = parse_yaml(text)
+    except ValueError as error:
+        problems.add("", str(error))
+        problems.raise_if_any(source)
+    top = read_mapping(
+        document,
+        "",
+        problems,
+        allowed=TOP_LEVEL_KEYS,
+        required=["project", "region", "alerts_topic"],
+    )
+    problems.raise_if_any(source)
+    return top or {}
+
+
+def _topic(value: object, key: str, project: str, problems: Problems) -> str | None:
+    """A full topic name; a bare topic ID is taken to be in the config's project."""
+    topic = read_text(value, key, problems, pattern=TOPIC, rule=TOPIC_RULE)
+    if topic is None or topic.startswith("projects/"):
+        return topic
+    return f"projects/{project}/topics/{topic}"
+
+
+def _templates(value: object, problems: Problems, context: TemplateContext) -> dict[str, Template]:
+    if value is None:
+        problems.add("templates", "is required: define at least one template")
+        return {}
+    if not isinstance(value, Mapping):
+        problems.add("templates", "expected a mapping of template names to templates")
+        return {}
+    templates: dict[str, Template] = {}
+    for name, spec in value.items():
+        path = child("templates", str(name))
+        template = read_template(str(name), spec, path, problems, context)
+        if template is not None:
+            templates[str(name)] = template
+    return templates
+
+
+def _routes(value: object, problems: Problems) -> dict[int, Route]:
+    """Each route read, keyed by its index in the list (for messages about it later)."""
+    if value is None or value == []:
+        problems.add("routes", "is required: list at least one route, or nothing will run")
+        return {}
+    entries = read_list(value, "routes", problems) or []
+    routes = {
+        index: read_route(entry, item("routes", index), problems)
+        for index, entry in enumerate(entries)
+    }
+    return {index: route for index, route in routes.items() if route is not None}
+
+
+def forget_config() -> None:
+    """Drop the config ``config_from_env`` cached, so the next call reads it again (tests)."""
+    _load_once.cache_clear()

@@ -1,0 +1,67 @@
+"""The ``{name}`` placeholders of templates and route parameters, and the built-in names.
+
+A placeholder is ``{`` + a name of letters, digits and ``_`` + ``}``, nothing else: ``{"a": 1}``
+or ``${HOME}`` in an argument stay literal text. This is the regex ``shared.routing`` and
+``shared.jobspec`` fill with (never ``str.format``), each value landing inside one argument,
+never through a shell (docs/dispatch-contract.md).
+
+Built-in names are filled by dispatch itself: ``RENDER_FIELDS`` by ``shared.jobspec`` on every
+attempt, the trigger fields by ``shared.routing`` according to the kind of route that matched.
+Placeholders are filled only in the fields a trigger may vary (``FILLED_*`` below): the image,
+command, machine, service account and network stay exactly as the template fixes them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+
+PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+PARAM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+PARAM_NAME_RULE = "letters, digits and _, not starting with a digit, at most 63 characters"
+
+RENDER_FIELDS = frozenset({"run_id", "attempt", "template", "project", "region"})
+GCS_FIELDS = frozenset({"bucket", "object", "dirname", "basename", "generation", "dataset_uri"})
+PUBSUB_FIELDS = frozenset({"message_id"})
+SCHEDULE_FIELDS = frozenset({"message_id", "schedule", "schedule_time"})
+TRIGGER_FIELDS = GCS_FIELDS | PUBSUB_FIELDS | SCHEDULE_FIELDS
+BUILTIN_NAMES = RENDER_FIELDS | TRIGGER_FIELDS
+
+FIELDS_BY_ROUTE_KIND: Mapping[str, frozenset[str]] = {
+    "gcs": GCS_FIELDS,
+    "pubsub": PUBSUB_FIELDS,
+    "schedule": SCHEDULE_FIELDS,
+}
+
+# Where placeholders are filled, as key paths relative to a template in the friendly form...
+FILLED_TEMPLATE_KEYS = re.compile(
+    r"display_name|base_output_dir|experiment_run"
+    r"|worker_pools\[\d+\]\.(python_package\.)?(args\[\d+\]|env\.\w+)"
+)
+# ...and relative to a CustomJob REST body or CustomJobSpec (shared.jobspec.FILLED_FIELDS).
+FILLED_SPEC_KEYS = re.compile(
+    r"displayName|baseOutputDirectory\.outputUriPrefix|experimentRun"
+    r"|workerPoolSpecs\[\d+\]\.(containerSpec|pythonPackageSpec)\.(args\[\d+\]|env\[\d+\]\.value)"
+)
+FILLED_FIELDS_HINT = (
+    "placeholders are filled only in display_name, args, env values, base_output_dir and "
+    "experiment_run"
+)
+
+
+def placeholder_names(text: str) -> list[str]:
+    """The placeholder names in ``text``, in order of appearance."""
+    return PLACEHOLDER.findall(text)
+
+
+def placeholders_in(value: object, path: str = "") -> Iterator[tuple[str, str]]:
+    """Every ``(key path, name)`` of a placeholder anywhere in nested lists, mappings and text."""
+    if isinstance(value, str):
+        for name in placeholder_names(value):
+            yield path, name
+    elif isinstance(value, Mapping):
+        for key, entry in value.items():
+            yield from placeholders_in(entry, f"{path}.{key}" if path else str(key))
+    elif isinstance(value, list | tuple):
+        for index, entry in enumerate(value):
+            yield from placeholders_in(entry, f"{path}[{index}]")

@@ -1,0 +1,212 @@
+"""The ``routes`` list: which trigger starts which template, with which parameters.
+
+Each route has a ``name`` and exactly one trigger kind::
+
+    - name: imagenet-daily
+      gcs: {bucket: acme-datasets, match: "imagenet/*/_SUCCESS", completion: marker}
+      template: resnet-a100
+      params: {dataset_uri: "gs://{bucket}/{dirname}/"}
+    - name: on-request
+      pubsub: {attributes: {kind: train}}            # the request body names the template
+    - name: nightly
+      schedule: {name: nightly-retrain, cron: "0 3 * * *"}   # or just  schedule: nightly-retrain
+      template: resnet-a100
+
+Glob and matching semantics are ``shared.routing``'s; this module checks shapes and names. The
+checks that need the templates too are in ``crosschecks``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from shared.config.fields import (
+    read_mapping,
+    read_text,
+    read_text_map,
+)
+from shared.config.model import (
+    Completion,
+    GcsRoute,
+    PubSubRoute,
+    Route,
+    ScheduleRoute,
+)
+from shared.config.placeholders import (
+    FIELDS_BY_ROUTE_KIND,
+    PARAM_NAME,
+    PARAM_NAME_RULE,
+    RENDER_FIELDS,
+    placeholder_names,
+)
+from shared.config.problems import Problems, child
+
+ROUTE_KINDS = ("gcs", "pubsub", "schedule")
+ROUTE_KEYS = frozenset({"name", "template", "params", *ROUTE_KINDS})
+GCS_KEYS = frozenset({"bucket", "match", "completion"})
+PUBSUB_KEYS = frozenset({"attributes", "body_field", "body_value"})
+SCHEDULE_KEYS = frozenset({"name", "cron"})
+COMPLETIONS = {completion.value: completion for completion in Completion}
+
+ROUTE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
+ROUTE_NAME_RULE = "letters, digits, _, . and -, at most 63 characters"
+BUCKET = re.compile(r"[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]")
+BUCKET_RULE = "a bucket name only (no gs:// and no path): lowercase letters, digits, -, _ and ."
+ATTRIBUTE_NAME = re.compile(r"(?!goog)[A-Za-z0-9_.~+%-]{1,256}")
+ATTRIBUTE_RULE = "Pub/Sub attribute keys are up to 256 characters and cannot start with goog"
+BODY_FIELD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+BODY_FIELD_RULE = 'a dotted path into the JSON body such as "kind" or "job.kind"'
+CRON = re.compile(r"\S+( \S+){4}")
+CRON_RULE = 'five fields of a unix-cron schedule, e.g. "0 3 * * *"'
+
+
+def read_route(value: object, path: str, problems: Problems) -> Route | None:
+    """One route entry, or ``None`` when it is too broken to build."""
+    route = read_mapping(value, path, problems, allowed=ROUTE_KEYS, required=["name"])
+    if route is None:
+        return None
+    name = read_text(
+        route.get("name"), child(path, "name"), problems, pattern=ROUTE_NAME, rule=ROUTE_NAME_RULE
+    )
+    kinds = [kind for kind in ROUTE_KINDS if route.get(kind) is not None]
+    if len(kinds) != 1:
+        problems.add(
+            path,
+            "set exactly one trigger kind: gcs (objects landing in a bucket), "
+            "pubsub (job requests) or schedule (Cloud Scheduler ticks)",
+        )
+        return None
+    kind = kinds[0]
+    template = read_text(
+        route.get("template"), child(path, "template"), problems, required=kind != "pubsub"
+    )
+    params = _route_params(route.get("params"), child(path, "params"), kind, problems)
+    if name is None or (template is None and kind != "pubsub"):
+        return None
+    kind_path = child(path, kind)
+    if kind == "gcs":
+        return _gcs_route(route[kind], kind_path, problems, name, template or "", params)
+    if kind == "pubsub":
+        return _pubsub_route(route[kind], kind_path, problems, name, template, params)
+    return _schedule_route(route[kind], kind_path, problems, name, template or "", params)
+
+
+def _gcs_route(
+    value: object, path: str, problems: Problems, name: str, template: str, params: dict[str, str]
+) -> GcsRoute | None:
+    gcs = read_mapping(value, path, problems, allowed=GCS_KEYS, required=["bucket", "match"])
+    if gcs is None:
+        return None
+    bucket = read_text(
+        gcs.get("bucket"), child(path, "bucket"), problems, pattern=BUCKET, rule=BUCKET_RULE
+    )
+    match = read_text(gcs.get("match"), child(path, "match"), problems)
+    completion_name = read_text(
+        gcs.get("completion", Completion.MARKER.value), child(path, "completion"), problems
+    )
+    completion = COMPLETIONS.get(completion_name or "")
+    if completion_name is not None and completion is None:
+        problems.add(
+            child(path, "completion"),
+            f"{completion_name!r} is not a completion rule; use one of {', '.join(COMPLETIONS)}",
+        )
+    if match is not None and match.startswith("/"):
+        problems.add(child(path, "match"), "object names have no leading /; remove it")
+    if bucket is None or match is None or completion is None:
+        return None
+    return GcsRoute(
+        name=name,
+        bucket=bucket,
+        match=match,
+        template=template,
+        completion=completion,
+        params=params,
+    )
+
+
+def _pubsub_route(
+    value: object,
+    path: str,
+    problems: Problems,
+    name: str,
+    template: str | None,
+    params: dict[str, str],
+) -> PubSubRoute | None:
+    pubsub = read_mapping(value, path, problems, allowed=PUBSUB_KEYS)
+    if pubsub is None:
+        return None
+    attributes = read_text_map(
+        pubsub.get("attributes"),
+        child(path, "attributes"),
+        problems,
+        key_pattern=ATTRIBUTE_NAME,
+        key_rule=ATTRIBUTE_RULE,
+    )
+    body_field = read_text(
+        pubsub.get("body_field"),
+        child(path, "body_field"),
+        problems,
+        pattern=BODY_FIELD,
+        rule=BODY_FIELD_RULE,
+    )
+    body_value = read_text(pubsub.get("body_value"), child(path, "body_value"), problems)
+    if body_value is not None and pubsub.get("body_field") is None:
+        problems.add(
+            child(path, "body_value"), "needs body_field: name the field it is compared with"
+        )
+    return PubSubRoute(
+        name=name,
+        attributes=attributes or {},
+        body_field=body_field,
+        body_value=body_value,
+        template=template,
+        params=params,
+    )
+
+
+def _schedule_route(
+    value: object, path: str, problems: Problems, name: str, template: str, params: dict[str, str]
+) -> ScheduleRoute | None:
+    schedule: Mapping[str, Any] | None
+    if isinstance(value, str):
+        schedule = {"name": value}
+    else:
+        schedule = read_mapping(value, path, problems, allowed=SCHEDULE_KEYS, required=["name"])
+    if schedule is None:
+        return None
+    schedule_name = read_text(schedule.get("name"), child(path, "name"), problems)
+    cron = read_text(
+        schedule.get("cron"), child(path, "cron"), problems, pattern=CRON, rule=CRON_RULE
+    )
+    if schedule_name is None:
+        return None
+    return ScheduleRoute(
+        name=name, schedule=schedule_name, template=template, cron=cron, params=params
+    )
+
+
+def _route_params(value: object, path: str, kind: str, problems: Problems) -> dict[str, str]:
+    """``param: pattern``; a pattern may use only the fields its kind of trigger carries."""
+    if value is None:
+        return {}
+    params = (
+        read_text_map(value, path, problems, key_pattern=PARAM_NAME, key_rule=PARAM_NAME_RULE) or {}
+    )
+    available = FIELDS_BY_ROUTE_KIND[kind] | {"run_id"}
+    for param, pattern in params.items():
+        if param in RENDER_FIELDS:
+            problems.add(
+                child(path, param),
+                f"{param!r} is filled by dispatch on every run and "
+                "cannot be set by a route; choose another name",
+            )
+        for name in placeholder_names(pattern):
+            if name not in available:
+                problems.add(
+                    child(path, param),
+                    f"{{{name}}} is not a field of a {kind} "
+                    f"trigger; use one of {', '.join(sorted(available))}",
+                )
+    return params

@@ -1,0 +1,309 @@
+"""One template: the CustomJob to build, its parameters, placement chain and retry policy.
+
+A template is written in the friendly form (``worker_pools``, see ``shorthand``) or points at a file
+users already have (``gcloud_config`` or ``rest_body``, see ``importers``); the top-level keys
+(``service_account``, ``timeout``, ``labels``, ...) apply to both and override the file's values.
+The result is a ``model.Template`` whose ``job_spec`` is ``CustomJobSpec`` REST JSON.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from shared.config.fields import read_duration, read_mapping, read_text, read_text_list
+from shared.config.importers import (
+    ImportedJob,
+    file_placements,
+    import_gcloud_config,
+    import_rest_body,
+)
+from shared.config.model import Placement, Template
+from shared.config.placeholders import (
+    BUILTIN_NAMES,
+    FILLED_FIELDS_HINT,
+    FILLED_SPEC_KEYS,
+    FILLED_TEMPLATE_KEYS,
+    PARAM_NAME,
+    PARAM_NAME_RULE,
+    RENDER_FIELDS,
+    placeholders_in,
+)
+from shared.config.placements import read_placements
+from shared.config.problems import Problems, child, item
+from shared.config.retry import read_retry_policy
+from shared.config.shorthand import GCS_URI, read_worker_pools
+from shared.config.yamlfile import parse_yaml
+from shared.errors import ConfigError
+
+SPEC_SOURCES = ("worker_pools", "gcloud_config", "rest_body")
+TEMPLATE_KEYS = frozenset(
+    set(SPEC_SOURCES)
+    | {"display_name", "params", "labels", "timeout", "service_account", "network"}
+    | {"base_output_dir", "experiment", "experiment_run", "placement", "retry"}
+)
+IMPORTERS: Mapping[str, Callable[[object, str, Problems], ImportedJob | None]] = {
+    "gcloud_config": import_gcloud_config,
+    "rest_body": import_rest_body,
+}
+
+TEMPLATE_NAME = re.compile(r"[a-z0-9]([a-z0-9_-]{0,61}[a-z0-9])?")
+TEMPLATE_NAME_RULE = (
+    "lowercase letters, digits, - and _, at most 63 characters (it becomes a label)"
+)
+LABEL_KEY = re.compile(r"[a-z][a-z0-9_-]{0,62}")
+LABEL_VALUE = re.compile(r"[a-z0-9_-]{0,63}")
+LABEL_RULE = "labels are lowercase letters, digits, _ and -, at most 63 characters"
+RESERVED_LABEL_PREFIX = "vd-"  # vd-run, vd-attempt, vd-template: set by dispatch on every job
+SERVICE_ACCOUNT = re.compile(r"[a-z][a-z0-9-]{4,29}@[a-z0-9.-]+\.iam\.gserviceaccount\.com")
+SERVICE_ACCOUNT_RULE = "a service account email such as trainer@PROJECT.iam.gserviceaccount.com"
+DISPLAY_NAME_LIMIT = 128
+
+# the template keys whose text reaches the job, where a placeholder may be written
+PLACEHOLDER_KEYS = frozenset(
+    {"worker_pools", "display_name", "base_output_dir", "experiment_run", "experiment", "network"}
+    | {"service_account"}
+)
+
+
+@dataclass(frozen=True)
+class TemplateContext:
+    """What reading a template needs from outside it."""
+
+    project: str
+    region: str
+    read_file: Callable[[str], str]  # a path relative to the config file -> its text
+
+
+def read_template(
+    name: str, value: object, path: str, problems: Problems, context: TemplateContext
+) -> Template | None:
+    """The template called ``name``, or ``None`` when it is too broken to build."""
+    if not TEMPLATE_NAME.fullmatch(name):
+        problems.add(path, f"template name {name!r} is not valid: {TEMPLATE_NAME_RULE}")
+    spec = read_mapping(value, path, problems, allowed=TEMPLATE_KEYS)
+    if spec is None:
+        return None
+    imported = _job_source(spec, path, problems, context)
+    if imported is None:
+        return None
+    job_spec = imported.job_spec
+    _apply_friendly_fields(spec, job_spec, path, problems, context)
+    params = _params(spec.get("params"), child(path, "params"), problems)
+    display_name = (
+        read_text(spec.get("display_name"), child(path, "display_name"), problems)
+        or imported.display_name
+        or f"{name}-{{run_id}}"
+    )
+    _check_display_name(display_name, child(path, "display_name"), problems)
+    _check_placeholders(spec, imported, params, path, problems)
+    file_labels = _labels(imported.labels or None, child(imported.origin, "labels"), problems)
+    labels = {**file_labels, **_labels(spec.get("labels"), child(path, "labels"), problems)}
+    timeout = read_duration(spec.get("timeout"), child(path, "timeout"), problems)
+    timeout = timeout if timeout is not None else imported.timeout
+    if timeout is not None and not timeout:
+        problems.add(child(path, "timeout"), "must be longer than 0s; e.g. 48h, or leave it out")
+    placements = _placements(spec, imported, path, problems)
+    retry = read_retry_policy(spec.get("retry"), child(path, "retry"), problems)
+    if placements is None:
+        return None
+    return Template(
+        name=name,
+        display_name=display_name,
+        job_spec=job_spec,
+        placements=placements,
+        params=params,
+        labels=labels,
+        timeout=timeout,
+        retry=retry,
+    )
+
+
+def _job_source(
+    spec: Mapping[str, Any], path: str, problems: Problems, context: TemplateContext
+) -> ImportedJob | None:
+    """The job spec from ``worker_pools``, or from the file named by a ``SPEC_SOURCES`` key."""
+    sources = [key for key in SPEC_SOURCES if spec.get(key) is not None]
+    if len(sources) != 1:
+        problems.add(
+            path,
+            "set exactly one of worker_pools (the friendly form), gcloud_config "
+            "(a gcloud --config YAML) or rest_body (a CustomJob REST body)",
+        )
+        return None
+    source = sources[0]
+    if source == "worker_pools":
+        pools = read_worker_pools(spec["worker_pools"], child(path, "worker_pools"), problems)
+        return None if pools is None else ImportedJob(job_spec={"workerPoolSpecs": pools})
+    reference_path = child(path, source)
+    reference = read_text(spec[source], reference_path, problems)
+    if reference is None:
+        return None
+    try:
+        document = parse_yaml(context.read_file(reference))
+    except (OSError, ValueError, ConfigError) as error:
+        problems.add(
+            reference_path,
+            f"cannot read {reference!r}: {error}. Paths are relative to "
+            "the config file's directory",
+        )
+        return None
+    return IMPORTERS[source](document, f"{reference_path}({reference})", problems)
+
+
+def _apply_friendly_fields(
+    spec: Mapping[str, Any],
+    job_spec: dict[str, Any],
+    path: str,
+    problems: Problems,
+    context: TemplateContext,
+) -> None:
+    """Copy service account, network, output directory and experiment into the job spec."""
+    service_account = read_text(
+        spec.get("service_account"),
+        child(path, "service_account"),
+        problems,
+        pattern=SERVICE_ACCOUNT,
+        rule=SERVICE_ACCOUNT_RULE,
+    )
+    if service_account is not None:
+        job_spec["serviceAccount"] = service_account
+    network = read_text(spec.get("network"), child(path, "network"), problems)
+    if network is not None:
+        job_spec["network"] = network
+    output = read_text(
+        spec.get("base_output_dir"),
+        child(path, "base_output_dir"),
+        problems,
+        pattern=GCS_URI,
+        rule="write a gs:// URI such as gs://bucket/runs/{run_id}/",
+    )
+    if output is not None:
+        job_spec["baseOutputDirectory"] = {"outputUriPrefix": output}
+    experiment = read_text(spec.get("experiment"), child(path, "experiment"), problems)
+    run = read_text(spec.get("experiment_run"), child(path, "experiment_run"), problems)
+    if run is not None and experiment is None:
+        problems.add(child(path, "experiment_run"), "needs experiment: name the experiment too")
+    if experiment is not None:
+        job_spec["experiment"] = _experiment_context(experiment, context)
+    if experiment is not None and run is not None:
+        job_spec["experimentRun"] = _experiment_context(f"{experiment}-{run}", context)
+
+
+def _experiment_context(name: str, context: TemplateContext) -> str:
+    """A short experiment (or experiment-run) name as the Vertex ML Metadata context it names."""
+    if "/" in name:  # already a full resource name
+        return name
+    return (
+        f"projects/{context.project}/locations/{context.region}"
+        f"/metadataStores/default/contexts/{name}"
+    )
+
+
+def _params(value: object, path: str, problems: Problems) -> tuple[str, ...]:
+    names = read_text_list(value, path, problems, pattern=PARAM_NAME, rule=PARAM_NAME_RULE) or ()
+    for index, name in enumerate(names):
+        if name in RENDER_FIELDS:
+            problems.add(
+                item(path, index),
+                f"{name!r} is filled by dispatch on every run; remove it from params",
+            )
+        if name in names[:index]:
+            problems.add(item(path, index), f"{name!r} is listed twice; keep one")
+    return tuple(dict.fromkeys(names))
+
+
+def _check_display_name(display_name: str, path: str, problems: Problems) -> None:
+    literal = re.sub(r"\{[a-z_][a-z0-9_]*\}", "", display_name)
+    if len(literal) > DISPLAY_NAME_LIMIT:
+        problems.add(
+            path,
+            f"is {len(literal)} characters before any placeholder is filled; "
+            f"Vertex AI allows {DISPLAY_NAME_LIMIT}: shorten it",
+        )
+
+
+def _check_placeholders(
+    spec: Mapping[str, Any],
+    imported: ImportedJob,
+    params: tuple[str, ...],
+    path: str,
+    problems: Problems,
+) -> None:
+    """Every ``{name}`` is declared or built in, and sits where rendering fills it.
+
+    A typo fails now, not at the first event. Paths point at what the user wrote: the
+    template's own keys, or the imported file's.
+    """
+    own_keys = {key: value for key, value in spec.items() if key in PLACEHOLDER_KEYS}
+    uses = [
+        (child(path, where), where, FILLED_TEMPLATE_KEYS, name)
+        for where, name in placeholders_in(own_keys)
+    ]
+    if imported.origin:
+        body = {"displayName": imported.display_name or "", **imported.job_spec}
+        origin = imported.spec_origin
+        uses += [
+            (child(origin, where), where, FILLED_SPEC_KEYS, name)
+            for where, name in placeholders_in(body)
+        ]
+    known = BUILTIN_NAMES | set(params)
+    for full_path, where, filled_keys, name in uses:
+        if not filled_keys.fullmatch(where):
+            problems.add(
+                full_path,
+                f"{{{name}}} would stay literal here: {FILLED_FIELDS_HINT}. "
+                "Remove it, or move the varying part into an argument",
+            )
+        elif name not in known:
+            problems.add(
+                full_path,
+                f"placeholder {{{name}}} is neither a declared param nor a "
+                f"built-in; add {name!r} to {child(path, 'params')} or use one of "
+                f"{', '.join(sorted(BUILTIN_NAMES))}",
+            )
+
+
+def _labels(value: object, path: str, problems: Problems) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        problems.add(path, "expected a mapping of label keys to values")
+        return {}
+    result: dict[str, str] = {}
+    for key, label_value in value.items():
+        key_path = child(path, str(key))
+        if not isinstance(key, str) or not LABEL_KEY.fullmatch(key):
+            problems.add(
+                key_path, f"label key {key!r} is not valid: {LABEL_RULE}, starting with a letter"
+            )
+            continue
+        if key.startswith(RESERVED_LABEL_PREFIX):
+            problems.add(
+                key_path,
+                f"keys starting with {RESERVED_LABEL_PREFIX!r} are set by "
+                "vertex-dispatch on every job; rename it",
+            )
+            continue
+        text = read_text(label_value, key_path, problems, pattern=LABEL_VALUE, rule=LABEL_RULE)
+        if text is not None:
+            result[key] = text
+    return result
+
+
+def _placements(
+    spec: Mapping[str, Any], imported: ImportedJob, path: str, problems: Problems
+) -> tuple[Placement, ...] | None:
+    """The template's own chain; else what its file implies; a template must have one."""
+    if spec.get("placement") is not None:
+        return read_placements(spec["placement"], child(path, "placement"), problems)
+    if spec.get("worker_pools") is not None:
+        problems.add(
+            child(path, "placement"),
+            "is required: list where to run in order, e.g. "
+            "[{persistent_resource: my-pool}, {flex_start: {max_wait: 2h}}]",
+        )
+        return None
+    return file_placements(imported, child(path, "placement"), problems)

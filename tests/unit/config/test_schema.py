@@ -1,0 +1,70 @@
+"""shared/config/schema.json (for editors) names exactly the keys the loader accepts."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection
+from pathlib import Path
+
+import pytest
+
+from shared.config.guards import GUARD_KEYS
+from shared.config.loader import TOP_LEVEL_KEYS
+from shared.config.model import FailureClass, RetryPolicy
+from shared.config.placements import FLEX_START_KEYS, MACHINE_KEYS, PERSISTENT_RESOURCE_KEYS
+from shared.config.retry import BACKOFF_KEYS, RETRY_KEYS, RETRYABLE_NAMES
+from shared.config.routes import GCS_KEYS, PUBSUB_KEYS, ROUTE_KEYS
+from shared.config.shorthand import (
+    ACCELERATOR_KEYS,
+    BOOT_DISK_TYPES,
+    DISK_KEYS,
+    PYTHON_PACKAGE_KEYS,
+    WORKER_POOL_KEYS,
+)
+from shared.config.templates import TEMPLATE_KEYS
+
+SCHEMA = json.loads((Path(__file__).resolve().parents[3] / "shared/config/schema.json").read_text())
+DEFS = SCHEMA["$defs"]
+PLACEMENTS = DEFS["placement"]["oneOf"]
+FLEX = PLACEMENTS[1]["properties"]["flex_start"]
+
+
+@pytest.mark.parametrize(
+    ("schema_object", "loader_keys"),
+    [
+        (SCHEMA, TOP_LEVEL_KEYS),
+        (DEFS["guards"], GUARD_KEYS),
+        (DEFS["route"], ROUTE_KEYS),
+        (DEFS["route"]["properties"]["gcs"], GCS_KEYS),
+        (DEFS["route"]["properties"]["pubsub"], PUBSUB_KEYS),
+        (DEFS["template"], TEMPLATE_KEYS),
+        (DEFS["worker_pool"], WORKER_POOL_KEYS),
+        (DEFS["accelerator"], ACCELERATOR_KEYS),
+        (DEFS["worker_pool"]["properties"]["disk"], DISK_KEYS),
+        (DEFS["worker_pool"]["properties"]["python_package"], PYTHON_PACKAGE_KEYS),
+        (PLACEMENTS[0], PERSISTENT_RESOURCE_KEYS),
+        (FLEX, FLEX_START_KEYS),
+        (FLEX["properties"]["machine"], MACHINE_KEYS),
+        (DEFS["retry"], RETRY_KEYS),
+        (DEFS["retry"]["properties"]["backoff"], BACKOFF_KEYS),
+    ],
+)
+def test_schema_keys_match_the_loader(schema_object: dict, loader_keys: Collection[str]) -> None:
+    assert schema_object["additionalProperties"] is False
+    assert set(schema_object["properties"]) == set(loader_keys)
+
+
+@pytest.mark.parametrize(
+    ("schema_enum", "loader_values"),
+    [
+        (DEFS["retry"]["properties"]["retry_on"]["items"]["enum"], RETRYABLE_NAMES),
+        (DEFS["worker_pool"]["properties"]["disk"]["properties"]["type"]["enum"], BOOT_DISK_TYPES),
+        (
+            DEFS["retry"]["properties"]["retry_on"]["default"],
+            [kind.value for kind in RetryPolicy().retry_on],
+        ),
+    ],
+)
+def test_schema_enums_match_the_loader(schema_enum: list, loader_values: Collection[str]) -> None:
+    assert sorted(schema_enum) == sorted(loader_values)
+    assert set(RETRYABLE_NAMES) < {kind.value for kind in FailureClass}
