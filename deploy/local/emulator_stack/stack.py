@@ -73,20 +73,25 @@ class EmulatorStack:
         self.stop()
 
 
-def start_emulators(names: Iterable[str], log_dir: Path) -> EmulatorStack:
+def start_emulators(
+    names: Iterable[str], log_dir: Path, launchers: Mapping[str, Launcher] | None = None
+) -> EmulatorStack:
     """Start the named emulators concurrently; all of them are ready when this returns.
 
+    ``launchers`` replaces some of the default ``LAUNCHERS`` (e.g. a Vertex AI emulator started
+    with a config and a time scale: ``functools.partial(start_vertex_ai_emulator, config=...)``).
     If any fails, the others are stopped and its error is raised (one ``EmulatorStackError``
     naming each failure when several fail).
     """
+    chosen = {**LAUNCHERS, **(launchers or {})}
     wanted = list(dict.fromkeys(names))
-    unknown = [name for name in wanted if name not in LAUNCHERS]
+    unknown = [name for name in wanted if name not in chosen]
     if unknown:
-        raise ValueError(f"unknown emulators {unknown}; known: {sorted(LAUNCHERS)}")
+        raise ValueError(f"unknown emulators {unknown}; known: {sorted(chosen)}")
     if not wanted:
         return EmulatorStack({})
     with ThreadPoolExecutor(max_workers=len(wanted), thread_name_prefix="emulator") as pool:
-        futures = {name: pool.submit(LAUNCHERS[name], log_dir) for name in wanted}
+        futures = {name: pool.submit(chosen[name], log_dir) for name in wanted}
     started = {name: f.result() for name, f in futures.items() if f.exception() is None}
     failures = {name: f.exception() for name, f in futures.items() if f.exception() is not None}
     if failures:
