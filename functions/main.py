@@ -1,0 +1,31 @@
+"""Cloud Function entry points: decode nothing here, decide nothing here.
+
+Each function hands its CloudEvent to ``shared`` and maps the outcome to the platform's answer:
+returning acknowledges the event (done, or a permanent error already recorded and alerted); an
+exception makes the platform deliver it again, which ``shared`` reserves for transient failures.
+
+Deployed as the source root's ``main.py`` (Cloud Functions' default), so the entry points are
+``on_object_finalized`` and ``on_request``.
+"""
+
+from __future__ import annotations
+
+import functions_framework
+from cloudevents.http import CloudEvent
+
+from shared import logs
+from shared.dispatch import dispatch_event
+
+logs.configure()
+
+
+@functions_framework.cloud_event
+def on_object_finalized(cloud_event: CloudEvent) -> None:
+    """Eventarc ``google.cloud.storage.object.v1.finalized``: a dataset object landed."""
+    dispatch_event(cloud_event)
+
+
+@functions_framework.cloud_event
+def on_request(cloud_event: CloudEvent) -> None:
+    """Pub/Sub ``messagePublished`` on the requests topic: job requests, ticks and retries."""
+    dispatch_event(cloud_event)

@@ -1,0 +1,301 @@
+"""Dispatch one event: decode → route → render → validate → record → submit, exactly once.
+
+``dispatch_event`` is what both Cloud Functions call. It returns a ``DispatchResult`` whenever the
+event is done with (a job created or found, nothing to do, or a permanent error recorded in the
+ledger and alerted) and raises only ``TransientError``, so the platform delivers the event again.
+
+An event that matches no route returns at once: nothing here imports a Google Cloud client until
+a route has matched (the ledger, Vertex AI and Pub/Sub modules are imported inside the functions
+that need them), because an unmatched shard of a 100,000-object upload must stay cheap.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from cloudevents.http import CloudEvent
+
+from shared import events, records, routing, runkeys
+from shared.config.loader import config_from_env
+from shared.config.model import Config, Template
+from shared.errors import ConfigError, PermanentError, TransientError
+from shared.logs import log
+from shared.outcome import DispatchOutcome, DispatchResult
+from shared.triggers import JobRequest, RetryRequest, Trigger
+
+if TYPE_CHECKING:
+    from shared.ledger import Ledger, RunSnapshot
+
+logger = logging.getLogger(__name__)
+
+
+class ConfigUnavailable(TransientError):
+    """The configuration cannot be loaded; events retry (and then dead-letter) until it is fixed.
+
+    A broken config is not the event's fault: acknowledging would lose every trigger until the
+    fix, so the event is delivered again instead, and the CRITICAL log line alerts a human.
+    """
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass
+class Services:
+    """What dispatch works with: the config, the run ledger (built on first use), a clock."""
+
+    config: Config
+    now: Callable[[], datetime] = _utc_now
+    _ledger: Ledger | None = None
+
+    @property
+    def ledger(self) -> Ledger:
+        if self._ledger is None:
+            from shared.ledger import default_ledger
+
+            self._ledger = default_ledger(self.config.project)
+        return self._ledger
+
+
+_services: Services | None = None
+
+
+def default_services() -> Services:
+    """This instance's services, for the config ``VERTEX_DISPATCH_CONFIG`` names."""
+    global _services
+    config = _load_config()
+    if _services is None or _services.config is not config:
+        _services = Services(config)
+    return _services
+
+
+def dispatch_event(cloud_event: CloudEvent, services: Services | None = None) -> DispatchResult:
+    """Handle one delivery of ``cloud_event``; see the module docstring for the contract."""
+    services = services or default_services()
+    try:
+        trigger = events.decode(cloud_event)
+    except PermanentError as error:
+        return _reject_event(services, cloud_event, None, error)
+    if isinstance(trigger, RetryRequest):
+        return _continue_run(services, cloud_event, trigger)
+    try:
+        match = routing.route(trigger, services.config)
+    except PermanentError as error:
+        return _reject_event(services, cloud_event, trigger, error)
+    if match is None:
+        log(logger, logging.DEBUG, "event matches no route", event_id=cloud_event["id"])
+        return DispatchResult(DispatchOutcome.IGNORED)
+    return _start_run(services, trigger, match)
+
+
+def _load_config() -> Config:
+    try:
+        return config_from_env()
+    except ConfigError as error:
+        log(logger, logging.CRITICAL, f"configuration cannot be loaded: {error}")
+        raise ConfigUnavailable(str(error)) from error
+
+
+def _start_run(services: Services, trigger: Trigger, match: routing.RouteMatch) -> DispatchResult:
+    from shared.ledger import Run
+
+    labels = {"run_id": match.run_id, "route": match.route, "template": match.template}
+    if match.manifest_uri is not None:
+        _check_manifest(match.manifest_uri)
+    snapshot, created = services.ledger.open_run(
+        Run(
+            run_id=match.run_id,
+            run_key=match.run_key,
+            route=match.route,
+            template=match.template,
+            trigger=records.trigger_record(trigger),
+            params=dict(match.params),
+        )
+    )
+    log(
+        logger,
+        logging.INFO,
+        "run opened" if created else "run found (redelivery)",
+        labels=labels,
+        run_key=match.run_key,
+    )
+    template = services.config.templates[match.template]
+    return _submit(services, snapshot, template, match.params, trigger, labels, 1, 0)
+
+
+def _continue_run(
+    services: Services, cloud_event: CloudEvent, retry: RetryRequest
+) -> DispatchResult:
+    """A retry message: the next attempt of a run the ledger knows, validated like any request."""
+    snapshot = services.ledger.get_run(retry.run_id)
+    problem = _retry_problem(services.config, snapshot, retry)
+    if problem is not None:
+        return _reject_event(services, cloud_event, retry, problem)
+    assert snapshot is not None  # _retry_problem refuses a missing run
+    run = snapshot.run
+    labels = {"run_id": run.run_id, "route": run.route, "template": run.template}
+    log(logger, logging.INFO, "retry received", labels=labels, attempt=retry.attempt)
+    template = services.config.templates[run.template]
+    return _submit(
+        services,
+        snapshot,
+        template,
+        run.params,
+        retry,
+        labels,
+        retry.attempt,
+        retry.placement_index,
+    )
+
+
+def _retry_problem(
+    config: Config, snapshot: RunSnapshot | None, retry: RetryRequest
+) -> PermanentError | None:
+    """Why a retry message cannot be acted on, or None."""
+    if snapshot is None:
+        return PermanentError(
+            f"retry message names run {retry.run_id}, which is not in the ledger; only the "
+            "job-state function publishes retries, for runs it has read"
+        )
+    template = config.templates.get(snapshot.run.template)
+    if template is None:
+        return PermanentError(
+            f"run {retry.run_id} used template {snapshot.run.template!r}, which the config no "
+            "longer has; restore the template or start a new run"
+        )
+    if retry.placement_index >= len(template.placements):
+        return PermanentError(
+            f"retry of run {retry.run_id} asks for placement {retry.placement_index}, but "
+            f"template {template.name} has {len(template.placements)}"
+        )
+    if retry.attempt > template.retry.attempts:
+        return PermanentError(
+            f"retry of run {retry.run_id} asks for attempt {retry.attempt}, over the "
+            f"{template.retry.attempts} attempts template {template.name} allows"
+        )
+    return None
+
+
+def _submit(
+    services: Services,
+    snapshot: RunSnapshot,
+    template: Template,
+    params: Mapping[str, str],
+    trigger: Trigger,
+    labels: dict[str, str],
+    attempt: int,
+    first_placement: int,
+) -> DispatchResult:
+    from shared.submission import Submission, submit_attempt
+
+    submission = Submission(
+        config=services.config,
+        ledger=services.ledger,
+        template=template,
+        params=params,
+        trigger=records.describe_trigger(trigger),
+        now=services.now,
+        labels=labels,
+    )
+    result = submit_attempt(submission, snapshot, attempt, first_placement)
+    log(
+        logger,
+        logging.INFO,
+        f"dispatch {result.outcome}",
+        labels=labels,
+        job=result.job_name,
+        outcome=result.outcome.value,
+    )
+    return result
+
+
+def _check_manifest(manifest_uri: str) -> None:
+    """The manifest's files must all exist before the dataset counts as complete."""
+    from shared import datasets, storage
+
+    base_uri = manifest_uri.rsplit("/", 1)[0] + "/"
+    files = datasets.parse_manifest(
+        storage.read_object(manifest_uri, datasets.MAX_MANIFEST_BYTES), base_uri
+    )
+    missing = datasets.missing_files(files, storage.object_exists)
+    if missing:
+        more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+        shown = ", ".join(missing[:5]) + more
+        raise DatasetIncomplete(
+            f"manifest {manifest_uri} lists {len(missing)} files that do not exist yet: {shown}; "
+            "the event is delivered again until they do"
+        )
+
+
+class DatasetIncomplete(TransientError):
+    """A manifest names files that are not uploaded yet: wait and deliver again."""
+
+
+def _reject_event(
+    services: Services, cloud_event: CloudEvent, trigger: Trigger | None, error: PermanentError
+) -> DispatchResult:
+    """Record a permanent error about the event itself, alert once, and acknowledge it."""
+    from shared.alerts import AlertReason
+    from shared.ledger import Run, RunStatus
+    from shared.rejections import alert_once
+
+    run_key = _rejected_run_key(cloud_event, trigger)
+    the_run_id = runkeys.run_id(run_key)
+    snapshot, _ = services.ledger.open_run(
+        Run(
+            run_id=the_run_id,
+            run_key=run_key,
+            route="",
+            template="",
+            trigger=records.trigger_record(trigger) if trigger else _event_record(cloud_event),
+            status=RunStatus.REJECTED,
+        )
+    )
+    described = records.describe_trigger(trigger) if trigger else _describe_event(cloud_event)
+    log(
+        logger,
+        logging.ERROR,
+        "event rejected",
+        labels={"run_id": the_run_id},
+        error=str(error),
+        error_type=type(error).__name__,
+    )
+    alert_once(
+        services.ledger,
+        snapshot,
+        topic=services.config.alerts_topic,
+        trigger=described,
+        reason=AlertReason.INVALID_REQUEST,
+        message=f"{type(error).__name__}: {error}",
+        what_to_do="fix the sender as the message says; the event was acknowledged and dropped",
+    )
+    return DispatchResult(DispatchOutcome.REJECTED, the_run_id, detail=str(error))
+
+
+def _rejected_run_key(cloud_event: CloudEvent, trigger: Trigger | None) -> str:
+    """The run key a rejected event is recorded under: its request key, else the event's id."""
+    if isinstance(trigger, JobRequest):
+        return runkeys.request_run_key(trigger.message_id, trigger.idempotency_key)
+    return f"rejected-event:{cloud_event.get('source')}#{cloud_event.get('id')}"
+
+
+def _event_record(cloud_event: CloudEvent) -> dict[str, object]:
+    """What the ledger keeps of an event that could not be decoded: its envelope only."""
+    return {
+        "kind": "UndecodableEvent",
+        "type": str(cloud_event.get("type")),
+        "source": str(cloud_event.get("source")),
+        "id": str(cloud_event.get("id")),
+    }
+
+
+def _describe_event(cloud_event: CloudEvent) -> str:
+    return (
+        f"CloudEvent {cloud_event.get('type')} from {cloud_event.get('source')}, "
+        f"id {cloud_event.get('id')}"
+    )
