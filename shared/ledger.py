@@ -23,11 +23,14 @@ The document (field names as stored)::
                                        intent_at, job_name (null until the job exists),
                                        state, error (map or null)}
     alerts                             list of alert reasons already sent
-    next_retry_at, created_at, updated_at   timestamps (next_retry_at may be null)
+    next_retry                         null, or {at, attempt, placement_index, reason}: the
+                                       retry the reconciler publishes once ``at`` has passed
+    created_at, updated_at             timestamps
 """
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
@@ -123,6 +126,16 @@ class Attempt:
 
 
 @dataclass(frozen=True)
+class RetryPlan:
+    """The next attempt a waiting run is due for: the reconciler publishes it from ``at`` on."""
+
+    at: datetime
+    attempt: int  # the attempt number to start
+    placement_index: int  # where in the template's placement chain to start
+    reason: str  # why, for people reading the ledger: "capacity", "infrastructure", ...
+
+
+@dataclass(frozen=True)
 class Run:
     """Everything one trigger caused, as stored."""
 
@@ -135,7 +148,7 @@ class Run:
     status: RunStatus = RunStatus.ACCEPTED
     attempts: tuple[Attempt, ...] = ()
     alerts: tuple[str, ...] = ()
-    next_retry_at: datetime | None = None
+    next_retry: RetryPlan | None = None
     created_at: datetime | None = None  # set by open_run
     updated_at: datetime | None = None  # set by every write
 
@@ -239,10 +252,10 @@ class Ledger:
         )[0]
 
     def set_status(
-        self, run_id: str, status: RunStatus, next_retry_at: datetime | None = None
+        self, run_id: str, status: RunStatus, next_retry: RetryPlan | None = None
     ) -> RunSnapshot:
-        """Move the run to ``status`` (a terminal status is final)."""
-        return self._apply(run_id, lambda run: with_status(run, status, next_retry_at))[0]
+        """Move the run to ``status`` (a terminal status is final), with its next retry if any."""
+        return self._apply(run_id, lambda run: with_status(run, status, next_retry))[0]
 
     def record_alert(self, run_id: str, reason: str) -> bool:
         """Note that the alert ``reason`` was sent; True only the first time for that reason.
@@ -334,7 +347,7 @@ def with_claimed_attempt(run: Run, attempt: Attempt) -> Run:
             + (f" and attempt {last.number} already has job {last.job_name}" if last else "")
             + "; read the run again and reattach to its last job instead"
         )
-    return replace(run, attempts=attempts, status=RunStatus.SUBMITTING, next_retry_at=None)
+    return replace(run, attempts=attempts, status=RunStatus.SUBMITTING, next_retry=None)
 
 
 def with_job(
@@ -380,14 +393,14 @@ def with_attempt_state(
     )
 
 
-def with_status(run: Run, status: RunStatus, next_retry_at: datetime | None = None) -> Run:
+def with_status(run: Run, status: RunStatus, next_retry: RetryPlan | None = None) -> Run:
     """``run`` moved to ``status``; a terminal run accepts only its own status again."""
     if run.status.is_terminal() and status is not run.status:
         raise InvalidTransition(
             f"run {run.run_id} is {run.status.value}, which is final: it cannot become "
             f"{status.value}; start a new run with a new trigger instead"
         )
-    return replace(run, status=status, next_retry_at=next_retry_at)
+    return replace(run, status=status, next_retry=next_retry)
 
 
 def with_alert(run: Run, reason: str) -> Run:
@@ -418,7 +431,7 @@ def run_to_document(run: Run) -> dict[str, Any]:
         "status": run.status.value,
         "attempts": [_attempt_to_document(attempt) for attempt in run.attempts],
         "alerts": list(run.alerts),
-        "next_retry_at": run.next_retry_at,
+        "next_retry": dataclasses.asdict(run.next_retry) if run.next_retry else None,
         "created_at": run.created_at,
         "updated_at": run.updated_at,
     }
@@ -435,7 +448,7 @@ def run_from_document(document: Mapping[str, Any]) -> Run:
         status=RunStatus(document["status"]),
         attempts=tuple(_attempt_from_document(a) for a in document.get("attempts") or ()),
         alerts=tuple(document.get("alerts") or ()),
-        next_retry_at=document.get("next_retry_at"),
+        next_retry=RetryPlan(**document["next_retry"]) if document.get("next_retry") else None,
         created_at=document.get("created_at"),
         updated_at=document.get("updated_at"),
     )

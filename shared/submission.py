@@ -25,7 +25,14 @@ from shared import jobspec, validation, vertex
 from shared.alerts import AlertReason
 from shared.config.model import Config, PersistentResourcePlacement, Placement, Template
 from shared.errors import InvalidJobSpec, TransientError
-from shared.ledger import CREATE_FAILED_STATE, Attempt, Ledger, RunSnapshot, RunStatus
+from shared.ledger import (
+    CREATE_FAILED_STATE,
+    Attempt,
+    Ledger,
+    RetryPlan,
+    RunSnapshot,
+    RunStatus,
+)
 from shared.logs import log
 from shared.machines import preemptible_quota_metric
 from shared.outcome import DispatchOutcome, DispatchResult
@@ -126,7 +133,7 @@ def _walk_placements(
             )
             continue
         return _claim_and_create(submission, snapshot, attempt_number, placement, rendered)
-    return _no_placement(submission, snapshot, blocked)
+    return _no_placement(submission, snapshot, attempt_number, blocked)
 
 
 def _render(
@@ -281,13 +288,18 @@ def _quota_refused(
 
 
 def _no_placement(
-    submission: Submission, snapshot: RunSnapshot, blocked: list[str]
+    submission: Submission, snapshot: RunSnapshot, attempt_number: int, blocked: list[str]
 ) -> DispatchResult:
     """No placement can take the job now: the run waits for a retry and a human is told once."""
     policy = submission.template.retry
     run = snapshot.run
-    next_retry_at = submission.now() + policy.backoff_base
-    snapshot = submission.ledger.set_status(run.run_id, RunStatus.WAITING_RETRY, next_retry_at)
+    next_retry = RetryPlan(
+        at=submission.now() + policy.backoff_base,
+        attempt=attempt_number,
+        placement_index=0,
+        reason="no placement could take the job",
+    )
+    snapshot = submission.ledger.set_status(run.run_id, RunStatus.WAITING_RETRY, next_retry)
     reasons = "\n".join(blocked)
     alert_once(
         submission.ledger,
@@ -299,7 +311,7 @@ def _no_placement(
         f"{reasons}",
         what_to_do=(
             "free or start the persistent resources named, or add a FLEX_START placement to "
-            f"the chain; the run is retried from {next_retry_at.isoformat()}"
+            f"the chain; the run is retried from {next_retry.at.isoformat()}"
         ),
     )
     log(logger, logging.WARNING, "no placement can take the job now", labels=submission.labels)

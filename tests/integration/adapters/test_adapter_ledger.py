@@ -15,6 +15,7 @@ from shared.ledger import (
     InvalidTransition,
     Ledger,
     LedgerConflict,
+    RetryPlan,
     Run,
     RunNotFound,
     RunStatus,
@@ -182,7 +183,13 @@ def test_an_alert_reason_is_kept_once() -> None:
 
 def test_the_document_round_trips() -> None:
     run = run_with(attempt(1, JOB_1, "JOB_STATE_FAILED"), attempt(2))
-    run = replace(run, alerts=("no_placement",), next_retry_at=T0, created_at=T0, updated_at=T0)
+    run = replace(
+        run,
+        alerts=("no_placement",),
+        next_retry=RetryPlan(at=T0, attempt=2, placement_index=1, reason="capacity"),
+        created_at=T0,
+        updated_at=T0,
+    )
     assert run_from_document(run_to_document(run)) == run
 
 
@@ -254,12 +261,12 @@ def test_a_claim_then_its_job_then_the_next_status(ledger: Ledger) -> None:
     ledger.claim_attempt(opened, attempt(1))
 
     submitted = ledger.record_job(opened.run.run_id, 1, JOB_1, "JOB_STATE_QUEUED")
-    retry_at = T0 + timedelta(minutes=2)
-    waiting = ledger.set_status(opened.run.run_id, RunStatus.WAITING_RETRY, retry_at)
+    retry = RetryPlan(at=T0 + timedelta(minutes=2), attempt=2, placement_index=0, reason="test")
+    waiting = ledger.set_status(opened.run.run_id, RunStatus.WAITING_RETRY, retry)
 
     assert submitted.run.status is RunStatus.SUBMITTED
     assert submitted.run.attempts[0].job_name == JOB_1
-    assert (waiting.run.status, waiting.run.next_retry_at) == (RunStatus.WAITING_RETRY, retry_at)
+    assert (waiting.run.status, waiting.run.next_retry) == (RunStatus.WAITING_RETRY, retry)
     with pytest.raises(InvalidTransition, match="second job"):
         ledger.record_job(opened.run.run_id, 1, JOB_2, "JOB_STATE_QUEUED")
 
