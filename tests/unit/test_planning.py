@@ -1,0 +1,449 @@
+"""shared.planning: real-shaped events against the example config, planned without side effects."""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import flask
+import pytest
+from cloudevents.http import CloudEvent
+from functions_framework import event_conversion
+
+from shared.config.loader import load_config, parse_config
+from shared.config.model import Config
+from shared.errors import MalformedEvent
+from shared.planning import (
+    LIVE_CHECKS_FLEX_START,
+    LIVE_CHECKS_PERSISTENT_RESOURCE,
+    Plan,
+    PlanUsageError,
+    Verdict,
+    cloud_event_from_json,
+    plan_event,
+    plan_event_json,
+    push_body_to_cloud_event,
+)
+from shared.runkeys import dataset_run_key, run_id
+
+EXAMPLE_CONFIG = Path(__file__).resolve().parents[2] / "examples" / "config.yaml"
+GENERATION = "1733100000000000"
+PUBLISH_TIME = "2026-12-01T02:00:03.412Z"
+TOPIC = "projects/acme-ml/topics/training-requests"
+
+
+@pytest.fixture(scope="module")
+def config() -> Config:
+    return load_config(str(EXAMPLE_CONFIG))
+
+
+def object_event(bucket: str, name: str, *, event_type: str | None = None) -> CloudEvent:
+    """A Cloud Storage event as Eventarc delivers it: int64 fields are JSON strings."""
+    return CloudEvent(
+        {
+            "type": event_type or "google.cloud.storage.object.v1.finalized",
+            "source": f"//storage.googleapis.com/projects/_/buckets/{bucket}",
+            "subject": f"objects/{name}",
+            "id": "7264937102123456",
+            "time": "2026-12-01T01:59:58.123456Z",
+        },
+        {
+            "bucket": bucket,
+            "name": name,
+            "generation": GENERATION,
+            "metageneration": "1",
+            "size": "0",
+            "contentType": "application/octet-stream",
+        },
+    )
+
+
+def push_body(body: object, attributes: dict[str, str] | None = None) -> dict[str, object]:
+    """A plain Pub/Sub push body, as a push subscription posts it."""
+    message: dict[str, object] = {
+        "data": base64.b64encode(json.dumps(body).encode()).decode(),
+        "messageId": "9876543210",
+        "message_id": "9876543210",
+        "publishTime": PUBLISH_TIME,
+        "publish_time": PUBLISH_TIME,
+    }
+    if attributes is not None:
+        message["attributes"] = attributes
+    return {"message": message, "subscription": "projects/acme-ml/subscriptions/push-requests"}
+
+
+def message_event(body: object, attributes: dict[str, str]) -> CloudEvent:
+    return push_body_to_cloud_event(push_body(body, attributes), topic=TOPIC)
+
+
+MARKER = "imagenet/2026-12-01/_SUCCESS"
+
+PLANS = [
+    pytest.param(
+        object_event("acme-datasets", MARKER),
+        Verdict.VALID,
+        "imagenet-daily",
+        "resnet-a100",
+        4,
+        id="marker-starts-the-four-placement-chain",
+    ),
+    pytest.param(
+        object_event("acme-datasets", "corpus/2026/12/manifest.json"),
+        Verdict.VALID,
+        "text-corpus",
+        "bert-package",
+        1,
+        id="manifest-route",
+    ),
+    pytest.param(
+        object_event("acme-eval", "incoming/shard-00007.tfrecord"),
+        Verdict.VALID,
+        "eval-shards",
+        "dws-seed-rest",
+        1,
+        id="every-object-route-on-the-seed-rest-body",
+    ),
+    pytest.param(
+        message_event({"template": "persistent-sample"}, {"kind": "train"}),
+        Verdict.VALID,
+        "on-request",
+        "persistent-sample",
+        1,
+        id="request-names-its-template",
+    ),
+    pytest.param(
+        message_event({"job": {"kind": "finetune"}}, {"team": "nlp"}),
+        Verdict.VALID,
+        "finetune-request",
+        "bert-package",
+        1,
+        id="request-matched-on-a-body-field",
+    ),
+    pytest.param(
+        message_event(
+            {"schedule": "weekly-dws-check", "time": "2026-12-07T06:00:00Z"},
+            {"vertex_dispatch_kind": "schedule"},
+        ),
+        Verdict.VALID,
+        "weekly-seed-check",
+        "dws-seed-gcloud",
+        1,
+        id="scheduler-tick-on-the-seed-gcloud-config",
+    ),
+    pytest.param(
+        object_event("acme-datasets", "imagenet/2026-12-01/part-00001.tfrecord"),
+        Verdict.NO_ROUTE,
+        "",
+        "",
+        0,
+        id="shard-of-the-dataset-matches-nothing",
+    ),
+    pytest.param(
+        object_event("acme-datasets", MARKER, event_type="google.cloud.storage.object.v1.deleted"),
+        Verdict.REJECTED,
+        "",
+        "",
+        0,
+        id="deleted-event-is-malformed",
+    ),
+    pytest.param(
+        message_event({"template": "resnet-a100", "params": {"epochs": "3"}}, {"kind": "train"}),
+        Verdict.REJECTED,
+        "",
+        "",
+        0,
+        id="request-fills-an-undeclared-param",
+    ),
+    pytest.param(
+        message_event(
+            {"run_id": "r-3f2a9c0d1e4b5a6978877665", "attempt": 2, "placement_index": 1},
+            {"vertex_dispatch_kind": "retry"},
+        ),
+        Verdict.NOT_ROUTED,
+        "",
+        "",
+        0,
+        id="retry-continues-a-ledger-run",
+    ),
+]
+
+
+@pytest.mark.parametrize(("event", "verdict", "route", "template", "placements"), PLANS)
+def test_plan_event_over_the_example_config(
+    config: Config,
+    event: CloudEvent,
+    verdict: Verdict,
+    route: str,
+    template: str,
+    placements: int,
+) -> None:
+    plan = plan_event(config, event)
+    assert (plan.verdict, plan.route, plan.template) == (verdict, route, template)
+    assert len(plan.placements) == placements
+    if verdict is Verdict.VALID:
+        assert all(placement.valid for placement in plan.placements)
+    else:
+        assert plan.reason
+
+
+def test_a_marker_plans_flex_start_with_its_max_wait(config: Config) -> None:
+    plan = plan_event(config, object_event("acme-datasets", MARKER))
+    expected_key = dataset_run_key("acme-datasets", "imagenet/2026-12-01", int(GENERATION))
+    assert (plan.run_key, plan.run_id) == (expected_key, run_id(expected_key))
+    assert plan.params["dataset_uri"] == "gs://acme-datasets/imagenet/2026-12-01/"
+    jobs = [json.loads(placement.job_json or "{}") for placement in plan.placements]
+    scheduling = [job["jobSpec"]["scheduling"] for job in jobs]
+    assert [s.get("strategy") for s in scheduling] == [
+        None,
+        "FLEX_START",
+        "FLEX_START",
+        "FLEX_START",
+    ]
+    assert [s.get("maxWaitDuration") for s in scheduling] == [None, "7200s", "21600s", "0s"]
+    assert jobs[0]["jobSpec"]["persistentResourceId"] == "a100-pool"
+    assert [p.parent for p in plan.placements] == [
+        "projects/acme-ml/locations/us-central1",
+        "projects/acme-ml/locations/us-central1",
+        "projects/acme-ml/locations/us-east4",
+        "projects/acme-ml/locations/europe-west4",
+    ]
+    assert jobs[1]["labels"]["vd-run"] == plan.run_id
+    assert jobs[1]["labels"]["vd-attempt"] == "1"
+    assert [p.skipped_checks for p in plan.placements] == [
+        LIVE_CHECKS_PERSISTENT_RESOURCE,
+        *[LIVE_CHECKS_FLEX_START] * 3,
+    ]
+
+
+def test_a_manifest_route_names_the_manifest_it_does_not_read(config: Config) -> None:
+    plan = plan_event(config, object_event("acme-datasets", "corpus/2026/12/manifest.json"))
+    assert plan.manifest_uri == "gs://acme-datasets/corpus/2026/12/manifest.json"
+
+
+@pytest.mark.parametrize(
+    ("placement_index", "expected_wait"),
+    [(1, "7200s"), (3, "0s")],
+)
+def test_one_placement_is_planned_on_request(
+    config: Config, placement_index: int, expected_wait: str
+) -> None:
+    plan = plan_event(
+        config, object_event("acme-datasets", MARKER), placement_index=placement_index
+    )
+    (only,) = plan.placements
+    assert only.index == placement_index
+    assert json.loads(only.job_json or "{}")["jobSpec"]["scheduling"]["maxWaitDuration"] == (
+        expected_wait
+    )
+
+
+@pytest.mark.parametrize("placement_index", [4, 99])
+def test_a_placement_outside_the_chain_is_a_usage_error(
+    config: Config, placement_index: int
+) -> None:
+    with pytest.raises(
+        PlanUsageError, match=r"--placement .*has 4 placement\(s\), numbered 0 to 3"
+    ):
+        plan_event(config, object_event("acme-datasets", MARKER), placement_index=placement_index)
+
+
+# A template that loads (the loader checks guards) but breaks FLEX_START's GPU rule on rendering.
+K80_FLEX_CONFIG = """\
+project: acme-ml
+region: us-central1
+alerts_topic: training-alerts
+routes:
+  - name: k80-marker
+    gcs: {bucket: acme-datasets, match: "legacy/*/_SUCCESS"}
+    template: k80-flex
+templates:
+  k80-flex:
+    worker_pools:
+      - machine_type: n1-standard-4
+        accelerator: {type: NVIDIA_TESLA_K80, count: 1}
+        image: us-docker.pkg.dev/acme-ml/train/legacy:1.0
+        args: ["--data={dataset_uri}"]
+    timeout: 1h
+    placement:
+      - flex_start: {max_wait: 30m}
+      - persistent_resource: k80-pool
+"""
+
+
+def test_a_job_breaking_a_rule_is_invalid_with_each_violation_named() -> None:
+    config = parse_config(K80_FLEX_CONFIG, "k80.yaml")
+    plan = plan_event(config, object_event("acme-datasets", "legacy/2026-12-01/_SUCCESS"))
+    assert plan.verdict is Verdict.INVALID
+    flex, persistent = plan.placements
+    assert [(v.field, str(v.rule)) for v in flex.violations] == [
+        ("jobSpec.workerPoolSpecs[0].machineSpec.acceleratorType", "flex-start-gpu")
+    ]
+    assert "NVIDIA_TESLA_K80" in flex.violations[0].message
+    assert persistent.valid  # the chain's later placement is still shown, and is fine offline
+
+
+def test_the_verdict_follows_the_first_planned_placement() -> None:
+    config = parse_config(K80_FLEX_CONFIG, "k80.yaml")
+    event = object_event("acme-datasets", "legacy/2026-12-01/_SUCCESS")
+    assert plan_event(config, event, placement_index=1).verdict is Verdict.VALID
+
+
+# --- reading event files ----------------------------------------------------------------------
+
+
+def framework_conversion(body: dict[str, object], path: str) -> CloudEvent:
+    """What functions-framework itself makes of a push body posted to ``path``."""
+    app = flask.Flask(__name__)
+    with app.test_request_context(path, method="POST", json=body):
+        return event_conversion.background_event_to_cloud_event(flask.request)
+
+
+@pytest.mark.parametrize(
+    ("body", "topic", "path"),
+    [
+        pytest.param(
+            push_body({"template": "x"}, {"kind": "train"}), TOPIC, f"/{TOPIC}", id="topic"
+        ),
+        pytest.param(push_body({}, None), None, "/", id="no-topic-no-attributes"),
+        pytest.param(
+            {**push_body({"schedule": "nightly-retrain"}), "deliveryAttempt": 3},
+            "projects/acme-ml/topics/requests",
+            "/projects/acme-ml/topics/requests",
+            id="extra-envelope-field",
+        ),
+    ],
+)
+def test_a_push_body_converts_as_functions_framework_converts_it(
+    body: dict[str, object], topic: str | None, path: str
+) -> None:
+    ours = cloud_event_from_json(json.dumps(body), topic=topic)
+    theirs = framework_conversion(body, path)
+    assert ours.get_attributes() == theirs.get_attributes()
+    assert ours.get_data() == theirs.get_data()
+
+
+def test_a_push_body_without_publish_time_is_stamped_now() -> None:
+    body = push_body({"template": "x"})
+    message = body["message"]
+    assert isinstance(message, dict)
+    del message["publishTime"]
+    stamped = datetime(2026, 12, 1, 2, 0, 3, 412000, tzinfo=UTC)
+    event = cloud_event_from_json(json.dumps(body), now=lambda: stamped)
+    assert event["time"] == "2026-12-01T02:00:03.412000Z"
+    assert event.get_data()["message"]["publishTime"] == "2026-12-01T02:00:03.412000Z"
+
+
+MARKER_DATA = {
+    "bucket": "acme-datasets",
+    "name": MARKER,
+    "generation": GENERATION,
+    "metageneration": "1",
+    "size": "0",
+}
+STRUCTURED_MARKER = {
+    "specversion": "1.0",
+    "type": "google.cloud.storage.object.v1.finalized",
+    "source": "//storage.googleapis.com/projects/_/buckets/acme-datasets",
+    "subject": f"objects/{MARKER}",
+    "id": "7264937102123456",
+    "time": "2026-12-01T01:59:58.123456Z",
+    "data": MARKER_DATA,
+}
+
+
+def test_a_structured_cloud_event_is_read_as_is() -> None:
+    event = cloud_event_from_json(json.dumps(STRUCTURED_MARKER))
+    assert event["id"] == "7264937102123456"
+    assert event.get_data()["name"] == MARKER
+
+
+def test_data_base64_is_decoded_like_data() -> None:
+    document = dict(STRUCTURED_MARKER)
+    del document["data"]
+    document["data_base64"] = base64.b64encode(json.dumps(MARKER_DATA).encode()).decode()
+    event = cloud_event_from_json(json.dumps(document))
+    assert event.get_data() == MARKER_DATA
+
+
+@pytest.mark.parametrize(
+    ("text", "message_part"),
+    [
+        pytest.param("{not json", "the event file is not JSON", id="not-json"),
+        pytest.param("[1, 2]", "must hold a JSON object", id="array"),
+        pytest.param(
+            json.dumps({k: v for k, v in STRUCTURED_MARKER.items() if k != "source"}),
+            "not a structured-mode CloudEvent (Missing required attributes: {'source'})",
+            id="cloud-event-without-source",
+        ),
+        pytest.param(
+            json.dumps({**STRUCTURED_MARKER, "specversion": "0.2"}),
+            "not a structured-mode CloudEvent",
+            id="unknown-spec-version",
+        ),
+        pytest.param(
+            json.dumps({"message": {"data": "e30="}, "subscription": "s"}),
+            "must be an object with data and messageId",
+            id="push-body-without-message-id",
+        ),
+        pytest.param(
+            json.dumps({"message": "hello", "subscription": "s"}),
+            "must be an object with data and messageId",
+            id="push-body-message-not-an-object",
+        ),
+    ],
+)
+def test_unreadable_event_files_are_malformed(text: str, message_part: str) -> None:
+    with pytest.raises(MalformedEvent) as raised:
+        cloud_event_from_json(text)
+    assert message_part in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("document", "topic", "message_part"),
+    [
+        pytest.param(STRUCTURED_MARKER, TOPIC, "--topic applies to a plain Pub/Sub push body only"),
+        pytest.param(push_body({}), "training-requests", "is not a topic name"),
+        pytest.param(push_body({}), "projects/p/topics/t/extra", "is not a topic name"),
+    ],
+)
+def test_a_misused_topic_is_a_usage_error(
+    document: dict[str, object], topic: str, message_part: str
+) -> None:
+    with pytest.raises(PlanUsageError, match=message_part):
+        cloud_event_from_json(json.dumps(document), topic=topic)
+
+
+def test_an_unreadable_event_file_plans_as_rejected(config: Config) -> None:
+    plan = plan_event_json(config, '{"message": {}, "subscription": "s"}')
+    assert plan == Plan(
+        Verdict.REJECTED,
+        reason=(
+            "MalformedEvent: Pub/Sub push body message must be an object with data and "
+            "messageId: functions-framework converts no other push body; publish through "
+            "Pub/Sub, which sets both"
+        ),
+    )
+
+
+def test_an_unmatched_event_does_not_import_vertex_ai(tmp_path: Path) -> None:
+    """Planning a shard must stay as cheap as dispatching it: no aiplatform_v1 import."""
+    event = tmp_path / "shard.json"
+    shard_name = "imagenet/2026-12-01/part-00001.tfrecord"
+    data = {**MARKER_DATA, "name": shard_name}
+    shard = {**STRUCTURED_MARKER, "subject": f"objects/{shard_name}", "data": data}
+    event.write_text(json.dumps(shard))
+    script = (
+        "import sys; from shared.config.loader import load_config; "
+        "from shared.planning import plan_event_json; "
+        f"plan = plan_event_json(load_config({str(EXAMPLE_CONFIG)!r}), "
+        f"open({str(event)!r}).read()); "
+        "print(plan.verdict.value, 'google.cloud.aiplatform_v1' in sys.modules)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    )
+    assert result.stdout.split() == ["no_route", "False"]
