@@ -52,6 +52,7 @@ FILLED_FIELDS: Final[tuple[str, ...]] = (
     "jobSpec.workerPoolSpecs[].pythonPackageSpec.args[]",
     "jobSpec.workerPoolSpecs[].pythonPackageSpec.env[].value",
     "jobSpec.baseOutputDirectory.outputUriPrefix",
+    "jobSpec.experiment",
     "jobSpec.experimentRun",
 )
 
@@ -121,7 +122,11 @@ def placeholders(template: Template) -> frozenset[str]:
 
 
 def _fillable_texts(spec: CustomJobSpec) -> list[str]:
-    texts = [spec.base_output_directory.output_uri_prefix, spec.experiment_run]
+    texts = [
+        spec.base_output_directory.output_uri_prefix,
+        spec.experiment,
+        spec.experiment_run,
+    ]
     for pool in spec.worker_pool_specs:
         for attribute in _PROGRAM_FIELDS:
             program = getattr(pool, attribute)
@@ -199,6 +204,8 @@ def _fill_spec(spec: CustomJobSpec, values: Mapping[str, str], *, template: str)
         output.output_uri_prefix = filled(
             output.output_uri_prefix, "jobSpec.baseOutputDirectory.outputUriPrefix"
         )
+    if "experiment" in spec:
+        spec.experiment = filled(spec.experiment, "jobSpec.experiment")
     if "experiment_run" in spec:
         spec.experiment_run = filled(spec.experiment_run, "jobSpec.experimentRun")
     for index, pool in enumerate(spec.worker_pool_specs):

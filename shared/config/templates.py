@@ -193,11 +193,15 @@ def _apply_friendly_fields(
 
 
 def _experiment_context(name: str, context: TemplateContext) -> str:
-    """A short experiment (or experiment-run) name as the Vertex ML Metadata context it names."""
+    """A short experiment (or experiment-run) name as the Vertex ML Metadata context it names.
+
+    The location stays the ``{region}`` placeholder, filled when the job is rendered: a fallback
+    placement in another region must name the experiment in the job's own region.
+    """
     if "/" in name:  # already a full resource name
         return name
     return (
-        f"projects/{context.project}/locations/{context.region}"
+        f"projects/{context.project}/locations/{{region}}"
         f"/metadataStores/default/contexts/{name}"
     )
 

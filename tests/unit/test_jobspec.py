@@ -306,3 +306,28 @@ def test_display_name_is_truncated_to_128() -> None:
     tpl = template(display_name="{dataset_uri}-{run_id}")
     rendered = render(tpl, params={"dataset_uri": "gs://" + "d" * 200})
     assert rendered.custom_job.display_name == ("gs://" + "d" * 200)[:128]
+
+
+def test_the_experiment_follows_the_region_of_each_placement() -> None:
+    from pathlib import Path
+
+    from shared.config.loader import load_config
+
+    config = load_config(str(Path(__file__).parents[2] / "examples" / "config.yaml"))
+    template = config.templates["resnet-a100"]
+    regions = []
+    for placement in template.placements:
+        rendered = render_job(
+            template,
+            {"dataset_uri": "gs://b/d/"},
+            placement,
+            project=config.project,
+            default_region=config.region,
+            run_id="r-000000000000000000000001",
+            attempt=1,
+        )
+        spec = rendered.custom_job.job_spec
+        assert f"/locations/{rendered.region}/" in spec.experiment
+        assert f"/locations/{rendered.region}/" in spec.experiment_run
+        regions.append(rendered.region)
+    assert len(set(regions)) > 1  # the example's chain really changes region
