@@ -200,10 +200,7 @@ def _experiment_context(name: str, context: TemplateContext) -> str:
     """
     if "/" in name:  # already a full resource name
         return name
-    return (
-        f"projects/{context.project}/locations/{{region}}"
-        f"/metadataStores/default/contexts/{name}"
-    )
+    return f"projects/{context.project}/locations/{{region}}/metadataStores/default/contexts/{name}"
 
 
 def _params(value: object, path: str, problems: Problems) -> tuple[str, ...]:
