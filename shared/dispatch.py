@@ -77,20 +77,23 @@ def default_services() -> Services:
 def dispatch_event(cloud_event: CloudEvent, services: Services | None = None) -> DispatchResult:
     """Handle one delivery of ``cloud_event``; see the module docstring for the contract."""
     services = services or default_services()
+    trigger: Trigger | None = None
     try:
         trigger = events.decode(cloud_event)
-    except PermanentError as error:
-        return _reject_event(services, cloud_event, None, error)
-    if isinstance(trigger, RetryRequest):
-        return _continue_run(services, cloud_event, trigger)
-    try:
+        if isinstance(trigger, RetryRequest):
+            return _continue_run(services, trigger)
         match = routing.route(trigger, services.config)
+        if match is None:
+            log(logger, logging.DEBUG, "event matches no route", event_id=cloud_event["id"])
+            return DispatchResult(DispatchOutcome.IGNORED)
+        if match.manifest_uri is not None:
+            _check_manifest(match.manifest_uri)
+        return _start_run(services, trigger, match)
     except PermanentError as error:
+        # Whatever permanent error the run's own handling did not settle (a malformed event, a
+        # refused request, an unreadable manifest, a retry for an unknown run, a ledger refusal)
+        # is recorded and alerted here, and the event acknowledged: retrying cannot help.
         return _reject_event(services, cloud_event, trigger, error)
-    if match is None:
-        log(logger, logging.DEBUG, "event matches no route", event_id=cloud_event["id"])
-        return DispatchResult(DispatchOutcome.IGNORED)
-    return _start_run(services, trigger, match)
 
 
 def _load_config() -> Config:
@@ -105,8 +108,6 @@ def _start_run(services: Services, trigger: Trigger, match: routing.RouteMatch) 
     from shared.ledger import Run
 
     labels = {"run_id": match.run_id, "route": match.route, "template": match.template}
-    if match.manifest_uri is not None:
-        _check_manifest(match.manifest_uri)
     snapshot, created = services.ledger.open_run(
         Run(
             run_id=match.run_id,
@@ -128,14 +129,12 @@ def _start_run(services: Services, trigger: Trigger, match: routing.RouteMatch) 
     return _submit(services, snapshot, template, match.params, trigger, labels, 1, 0)
 
 
-def _continue_run(
-    services: Services, cloud_event: CloudEvent, retry: RetryRequest
-) -> DispatchResult:
+def _continue_run(services: Services, retry: RetryRequest) -> DispatchResult:
     """A retry message: the next attempt of a run the ledger knows, validated like any request."""
     snapshot = services.ledger.get_run(retry.run_id)
     problem = _retry_problem(services.config, snapshot, retry)
     if problem is not None:
-        return _reject_event(services, cloud_event, retry, problem)
+        raise problem
     assert snapshot is not None  # _retry_problem refuses a missing run
     run = snapshot.run
     labels = {"run_id": run.run_id, "route": run.route, "template": run.template}
