@@ -5,7 +5,7 @@ returning acknowledges the event (done, or a permanent error already recorded an
 exception makes the platform deliver it again, which ``shared`` reserves for transient failures.
 
 Deployed as the source root's ``main.py`` (Cloud Functions' default), so the entry points are
-``on_object_finalized`` and ``on_request``.
+``on_object_finalized``, ``on_request`` (dispatch) and ``on_job_event`` (the job-state function).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from cloudevents.http import CloudEvent
 
 from shared import logs
 from shared.dispatch import dispatch_event
+from shared.jobstate import handle_job_event
 
 logs.configure()
 
@@ -29,3 +30,9 @@ def on_object_finalized(cloud_event: CloudEvent) -> None:
 def on_request(cloud_event: CloudEvent) -> None:
     """Pub/Sub ``messagePublished`` on the requests topic: job requests, ticks and retries."""
     dispatch_event(cloud_event)
+
+
+@functions_framework.cloud_event
+def on_job_event(cloud_event: CloudEvent) -> None:
+    """Pub/Sub ``messagePublished`` on the job-events topic: "look at job X" hints."""
+    handle_job_event(cloud_event)

@@ -21,8 +21,9 @@ The document (field names as stored)::
     status                             a RunStatus value
     attempts                           list of {number, placement (map), region, parent,
                                        intent_at, job_name (null until the job exists),
-                                       state, error (map or null)}
+                                       state, error (map or null), decision (map or null)}
     alerts                             list of alert reasons already sent
+    notices                            list of other messages already published ("completion")
     next_retry                         null, or {at, attempt, placement_index, reason}: the
                                        retry the reconciler publishes once ``at`` has passed
     created_at, updated_at             timestamps
@@ -123,6 +124,7 @@ class Attempt:
     job_name: str | None = None
     state: str = INTENT_STATE  # INTENT_STATE, then the job's JobState name
     error: Mapping[str, Any] | None = None  # e.g. {"code": 8, "message": ..., "class": ...}
+    decision: Mapping[str, Any] | None = None  # set once, when the job's terminal state is decided
 
 
 @dataclass(frozen=True)
@@ -148,6 +150,7 @@ class Run:
     status: RunStatus = RunStatus.ACCEPTED
     attempts: tuple[Attempt, ...] = ()
     alerts: tuple[str, ...] = ()
+    notices: tuple[str, ...] = ()  # non-alert messages published once, e.g. "completion"
     next_retry: RetryPlan | None = None
     created_at: datetime | None = None  # set by open_run
     updated_at: datetime | None = None  # set by every write
@@ -264,6 +267,36 @@ class Ledger:
         recording first would lose the alert if the publish then failed.
         """
         return self._apply(run_id, lambda run: with_alert(run, reason))[1]
+
+    def record_observed_state(
+        self,
+        run_id: str,
+        attempt_number: int,
+        job_name: str,
+        state: str,
+        error: Mapping[str, Any] | None = None,
+    ) -> RunSnapshot:
+        """Record a job state that needs no decision (queued, pending, running, cancelling)."""
+        return self._apply(
+            run_id,
+            lambda run: with_observed_state(run, attempt_number, job_name, state, error),
+        )[0]
+
+    def record_decision(self, current: RunSnapshot, outcome: AttemptOutcome) -> RunSnapshot:
+        """Record an attempt's terminal state and what was decided, in one compare-and-set.
+
+        The decision was computed from ``current``, so it is written only if the run is still
+        ``current``: otherwise ``LedgerConflict`` (transient), and the redelivery reads the run
+        again and finds the decision made, or makes it on fresh data. Never two decisions.
+        """
+        return self._write_if_unchanged(current, with_decision(current.run, outcome))
+
+    def record_notice(self, run_id: str, notice: str) -> bool:
+        """Note that the message ``notice`` (e.g. "completion") was published; True the first time.
+
+        Like ``record_alert``: call it after the publish succeeded.
+        """
+        return self._apply(run_id, lambda run: with_notice(run, notice))[1]
 
     def list_runs(self, statuses: Collection[RunStatus], limit: int = 100) -> list[RunSnapshot]:
         """Up to ``limit`` runs whose status is one of ``statuses`` (at most 30), in no order."""
@@ -408,6 +441,67 @@ def with_alert(run: Run, reason: str) -> Run:
     return run if reason in run.alerts else replace(run, alerts=(*run.alerts, reason))
 
 
+def with_observed_state(
+    run: Run,
+    attempt_number: int,
+    job_name: str,
+    state: str,
+    error: Mapping[str, Any] | None = None,
+) -> Run:
+    """``run`` with a non-terminal job state seen; the run follows its last attempt's job.
+
+    A job of the last attempt that runs makes the run RUNNING; one that waits for machines keeps
+    it SUBMITTED. A run already decided (waiting for a retry, or final) keeps its status: an
+    older, slower hint cannot move it back.
+    """
+    recorded = with_job(run, attempt_number, job_name, state, error)
+    if attempt_number != recorded.attempts[-1].number:
+        return recorded
+    status = _STATUS_OF_LIVE_JOB_STATE.get(state)
+    if status is None or recorded.status not in _LIVE_STATUSES:
+        return recorded
+    return replace(recorded, status=status)
+
+
+@dataclass(frozen=True)
+class AttemptOutcome:
+    """How an attempt's job ended and what was decided: written together, exactly once."""
+
+    attempt: int
+    job_name: str
+    state: str  # the terminal JobState name
+    error: Mapping[str, Any] | None  # {"code", "message", "class"}, or None on success
+    decision: Mapping[str, Any]  # the decision as recorded (shared.jobstate.decision_record)
+    status: RunStatus  # the run's new status
+    next_retry: RetryPlan | None = None
+
+
+def with_decision(run: Run, outcome: AttemptOutcome) -> Run:
+    """``run`` with ``outcome`` recorded; unchanged if that attempt already has its decision."""
+    attempt = run.attempt(outcome.attempt)
+    if attempt is not None and attempt.decision is not None:
+        return run
+    recorded = with_job(run, outcome.attempt, outcome.job_name, outcome.state, outcome.error)
+    attempts = tuple(
+        replace(a, decision=dict(outcome.decision)) if a.number == outcome.attempt else a
+        for a in recorded.attempts
+    )
+    return with_status(replace(recorded, attempts=attempts), outcome.status, outcome.next_retry)
+
+
+def with_notice(run: Run, notice: str) -> Run:
+    """``run`` with ``notice`` among the messages published."""
+    return run if notice in run.notices else replace(run, notices=(*run.notices, notice))
+
+
+_STATUS_OF_LIVE_JOB_STATE: dict[str, RunStatus] = {
+    "JOB_STATE_QUEUED": RunStatus.SUBMITTED,
+    "JOB_STATE_PENDING": RunStatus.SUBMITTED,
+    "JOB_STATE_RUNNING": RunStatus.RUNNING,
+}
+_LIVE_STATUSES = frozenset({RunStatus.SUBMITTING, RunStatus.SUBMITTED, RunStatus.RUNNING})
+
+
 def _refuse_if_terminal(run: Run, action: str) -> None:
     if run.status.is_terminal():
         raise InvalidTransition(
@@ -431,6 +525,7 @@ def run_to_document(run: Run) -> dict[str, Any]:
         "status": run.status.value,
         "attempts": [_attempt_to_document(attempt) for attempt in run.attempts],
         "alerts": list(run.alerts),
+        "notices": list(run.notices),
         "next_retry": dataclasses.asdict(run.next_retry) if run.next_retry else None,
         "created_at": run.created_at,
         "updated_at": run.updated_at,
@@ -448,6 +543,7 @@ def run_from_document(document: Mapping[str, Any]) -> Run:
         status=RunStatus(document["status"]),
         attempts=tuple(_attempt_from_document(a) for a in document.get("attempts") or ()),
         alerts=tuple(document.get("alerts") or ()),
+        notices=tuple(document.get("notices") or ()),
         next_retry=RetryPlan(**document["next_retry"]) if document.get("next_retry") else None,
         created_at=document.get("created_at"),
         updated_at=document.get("updated_at"),
@@ -464,6 +560,7 @@ def _attempt_to_document(attempt: Attempt) -> dict[str, Any]:
         "job_name": attempt.job_name,
         "state": attempt.state,
         "error": dict(attempt.error) if attempt.error else None,
+        "decision": dict(attempt.decision) if attempt.decision else None,
     }
 
 
@@ -477,6 +574,7 @@ def _attempt_from_document(document: Mapping[str, Any]) -> Attempt:
         job_name=document.get("job_name"),
         state=document.get("state", INTENT_STATE),
         error=document.get("error"),
+        decision=document.get("decision"),
     )
 
 

@@ -21,21 +21,27 @@ from pathlib import Path
 from shared.config.crosschecks import check_routes
 from shared.config.fields import read_list, read_mapping, read_text
 from shared.config.guards import check_template, read_guards
-from shared.config.model import Config, Route, Template
+from shared.config.model import DEFAULT_JOB_EVENTS_TOPIC_ID, Config, Route, Template
 from shared.config.placements import REGION, REGION_RULE
 from shared.config.problems import Problems, child, item
 from shared.config.routes import read_route
 from shared.config.sources import FileReader, read_source, reader_beside
 from shared.config.templates import TemplateContext, read_template
+from shared.config.watching import (
+    read_alert_webhook,
+    read_reconcile_max_runs,
+    read_watchdog_grace,
+)
 from shared.config.yamlfile import parse_yaml
 from shared.errors import ConfigError
 
 CONFIG_VARIABLE = "VERTEX_DISPATCH_CONFIG"
 TOP_LEVEL_KEYS = frozenset(
     {"project", "region", "alerts_topic", "requests_topic", "completions_topic"}
+    | {"job_events_topic", "watchdog_grace", "reconcile_max_runs", "alert_webhook"}
     | {"guards", "routes", "templates"}
 )
-TOPIC_KEYS = ("alerts_topic", "requests_topic", "completions_topic")
+TOPIC_KEYS = ("alerts_topic", "requests_topic", "completions_topic", "job_events_topic")
 
 PROJECT = re.compile(r"[a-z][a-z0-9-]{4,28}[a-z0-9]")
 PROJECT_RULE = "a project ID: 6 to 30 lowercase letters, digits and -, starting with a letter"
@@ -89,6 +95,11 @@ def parse_config(
         read_text(top.get("region"), "region", problems, pattern=REGION, rule=REGION_RULE) or ""
     )
     topics = {key: _topic(top.get(key), key, project, problems) for key in TOPIC_KEYS}
+    watchdog_grace = read_watchdog_grace(top.get("watchdog_grace"), "watchdog_grace", problems)
+    max_runs = read_reconcile_max_runs(
+        top.get("reconcile_max_runs"), "reconcile_max_runs", problems
+    )
+    alert_webhook = read_alert_webhook(top.get("alert_webhook"), "alert_webhook", problems)
     guards = read_guards(top.get("guards"), "guards", problems)
     context = TemplateContext(
         project=project, region=region, read_file=read_file or reader_beside(source, base_dir)
@@ -107,6 +118,11 @@ def parse_config(
         alerts_topic=topics["alerts_topic"] or "",
         requests_topic=topics["requests_topic"],
         completions_topic=topics["completions_topic"],
+        job_events_topic=topics["job_events_topic"]
+        or f"projects/{project}/topics/{DEFAULT_JOB_EVENTS_TOPIC_ID}",
+        watchdog_grace=watchdog_grace,
+        reconcile_max_runs=max_runs,
+        alert_webhook=alert_webhook,
         guards=guards,
         routes=tuple(routes.values()),
         templates=templates,

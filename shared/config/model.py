@@ -147,6 +147,29 @@ class Template:
     retry: RetryPolicy = RetryPolicy()
 
 
+DEFAULT_JOB_EVENTS_TOPIC_ID = "vertex-dispatch-job-events"
+DEFAULT_WATCHDOG_GRACE = timedelta(minutes=30)
+DEFAULT_RECONCILE_MAX_RUNS = 2000
+DEFAULT_WEBHOOK_TIMEOUT = timedelta(seconds=5)
+
+
+class WebhookFormat(enum.Enum):
+    """The JSON shape an alert webhook expects."""
+
+    SLACK = "slack"  # Slack incoming webhook: {"text": ...}
+    CHAT = "chat"  # Google Chat incoming webhook: {"text": ...}, Chat's markup
+
+
+@dataclass(frozen=True)
+class AlertWebhook:
+    """An optional extra alert channel; its URL is a secret, so only an environment variable
+    names it, never the config file."""
+
+    url_env: str  # the environment variable holding the webhook URL
+    format: WebhookFormat = WebhookFormat.SLACK
+    timeout: timedelta = DEFAULT_WEBHOOK_TIMEOUT
+
+
 @dataclass(frozen=True)
 class Config:
     """The whole configuration, loaded and validated once per instance."""
@@ -157,6 +180,12 @@ class Config:
     alerts_topic: str
     requests_topic: str | None = None
     completions_topic: str | None = None
+    # None only in a Config built by hand: the loader defaults it to DEFAULT_JOB_EVENTS_TOPIC_ID
+    # in the config's project, where the reconciler publishes job-state hints.
+    job_events_topic: str | None = None
+    watchdog_grace: timedelta = DEFAULT_WATCHDOG_GRACE  # beyond a placement's max wait
+    reconcile_max_runs: int = DEFAULT_RECONCILE_MAX_RUNS  # active runs one reconcile tick reads
+    alert_webhook: AlertWebhook | None = None
     guards: Guards = Guards()
     routes: tuple[Route, ...] = ()
     templates: Mapping[str, Template] = field(default_factory=dict)

@@ -22,6 +22,7 @@ from shared.config.shorthand import (
     WORKER_POOL_KEYS,
 )
 from shared.config.templates import TEMPLATE_KEYS
+from shared.config.watching import FORMAT_NAMES, WEBHOOK_KEYS
 
 SCHEMA = json.loads((Path(__file__).resolve().parents[3] / "shared/config/schema.json").read_text())
 DEFS = SCHEMA["$defs"]
@@ -47,6 +48,7 @@ FLEX = PLACEMENTS[1]["properties"]["flex_start"]
         (FLEX["properties"]["machine"], MACHINE_KEYS),
         (DEFS["retry"], RETRY_KEYS),
         (DEFS["retry"]["properties"]["backoff"], BACKOFF_KEYS),
+        (DEFS["alert_webhook"], WEBHOOK_KEYS),
     ],
 )
 def test_schema_keys_match_the_loader(schema_object: dict, loader_keys: Collection[str]) -> None:
@@ -59,6 +61,7 @@ def test_schema_keys_match_the_loader(schema_object: dict, loader_keys: Collecti
     [
         (DEFS["retry"]["properties"]["retry_on"]["items"]["enum"], RETRYABLE_NAMES),
         (DEFS["worker_pool"]["properties"]["disk"]["properties"]["type"]["enum"], BOOT_DISK_TYPES),
+        (DEFS["alert_webhook"]["properties"]["format"]["enum"], FORMAT_NAMES),
         (
             DEFS["retry"]["properties"]["retry_on"]["default"],
             [kind.value for kind in RetryPolicy().retry_on],

@@ -1,0 +1,164 @@
+"""Job-state hints decoded: our job-state message and Cloud Logging entries of ml_job jobs."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+import pytest
+from cloudevents.http import CloudEvent
+
+from shared.errors import MalformedEvent
+from shared.jobevents import HintSource, JobHint, decode_hint, job_state_message
+
+JOB_NAME = "projects/123456789012/locations/us-central1/customJobs/1000000000000000001"
+PUBSUB_PUBLISHED = "google.cloud.pubsub.topic.v1.messagePublished"
+
+# A Vertex AI service log entry as a log sink publishes it (resource.type ml_job).
+SERVICE_LOG_ENTRY: dict[str, Any] = {
+    "insertId": "1a2b3c4d5e",
+    "logName": "projects/acme-ml/logs/ml.googleapis.com%2F1000000000000000001",
+    "resource": {
+        "type": "ml_job",
+        "labels": {
+            "job_id": "1000000000000000001",
+            "project_id": "acme-ml",
+            "task_name": "service",
+        },
+    },
+    "severity": "INFO",
+    "textPayload": "Job failed.",
+    "timestamp": "2026-12-01T04:10:00.123456Z",
+    "receiveTimestamp": "2026-12-01T04:10:01.000000Z",
+}
+WORKER_LOG_ENTRY: dict[str, Any] = {
+    **SERVICE_LOG_ENTRY,
+    "logName": "projects/acme-ml/logs/workerpool0-0",
+    "resource": {
+        "type": "ml_job",
+        "labels": {
+            "job_id": "1000000000000000001",
+            "project_id": "acme-ml",
+            "task_name": "workerpool0-0",
+        },
+    },
+    "labels": {"compute.googleapis.com/zone": "us-east4-b", "ml.googleapis.com/trial_id": ""},
+    "jsonPayload": {"message": "epoch 3/90", "levelname": "INFO"},
+}
+
+
+def published(body: bytes, **attributes: str) -> CloudEvent:
+    return CloudEvent(
+        {
+            "type": PUBSUB_PUBLISHED,
+            "source": "//pubsub.googleapis.com/projects/acme-ml/topics/vertex-dispatch-job-events",
+            "id": "4242",
+        },
+        {
+            "message": {
+                "data": base64.b64encode(body).decode(),
+                "attributes": attributes,
+                "messageId": "4242",
+                "publishTime": "2026-12-01T04:10:02Z",
+            },
+            "subscription": "projects/acme-ml/subscriptions/eventarc-job-events",
+        },
+    )
+
+
+def job_state(body: dict[str, Any]) -> CloudEvent:
+    return published(json.dumps(body).encode(), vertex_dispatch_kind="job_state")
+
+
+def log_entry(entry: dict[str, Any]) -> CloudEvent:
+    return published(
+        json.dumps(entry).encode(), **{"logging.googleapis.com/timestamp": entry["timestamp"]}
+    )
+
+
+@pytest.mark.parametrize(
+    ("event", "expected"),
+    [
+        pytest.param(
+            job_state({"job_name": JOB_NAME, "observed_state": "JOB_STATE_FAILED"}),
+            JobHint(
+                "123456789012",
+                "1000000000000000001",
+                "us-central1",
+                HintSource.JOB_STATE,
+                "JOB_STATE_FAILED",
+            ),
+            id="our job-state message",
+        ),
+        pytest.param(
+            job_state({"job_name": JOB_NAME}),
+            JobHint("123456789012", "1000000000000000001", "us-central1", HintSource.JOB_STATE),
+            id="observed_state is optional",
+        ),
+        pytest.param(
+            log_entry(SERVICE_LOG_ENTRY),
+            JobHint("acme-ml", "1000000000000000001", None, HintSource.LOG_ENTRY),
+            id="a service log entry names no region",
+        ),
+        pytest.param(
+            log_entry(WORKER_LOG_ENTRY),
+            JobHint("acme-ml", "1000000000000000001", "us-east4", HintSource.LOG_ENTRY),
+            id="a worker log entry's zone gives the region",
+        ),
+    ],
+)
+def test_a_hint_names_a_job(event: CloudEvent, expected: JobHint) -> None:
+    assert decode_hint(event) == expected
+
+
+def test_our_message_round_trips() -> None:
+    body, attributes = job_state_message(JOB_NAME, "JOB_STATE_RUNNING")
+    hint = decode_hint(published(body, **attributes))
+    assert hint.job_name("us-central1") == JOB_NAME
+    assert hint.observed_state == "JOB_STATE_RUNNING"
+
+
+def other_resource_entry() -> dict[str, Any]:
+    return {**SERVICE_LOG_ENTRY, "resource": {"type": "gce_instance", "labels": {}}}
+
+
+def entry_without_job_id() -> dict[str, Any]:
+    resource = {"type": "ml_job", "labels": {"project_id": "acme-ml", "task_name": "service"}}
+    return {**SERVICE_LOG_ENTRY, "resource": resource}
+
+
+@pytest.mark.parametrize(
+    ("event", "names"),
+    [
+        pytest.param(
+            job_state({"job_name": "customJobs/1"}), "body.job_name", id="a job name cut short"
+        ),
+        pytest.param(
+            job_state({"job_name": JOB_NAME, "observed_state": "failed"}),
+            "body.observed_state",
+            id="a state that is not a JobState name",
+        ),
+        pytest.param(log_entry(other_resource_entry()), "resource.type", id="not an ml_job entry"),
+        pytest.param(
+            log_entry(entry_without_job_id()), "resource.labels.job_id", id="no job_id label"
+        ),
+        pytest.param(published(b"{not json"), "not UTF-8 JSON", id="a body that is not JSON"),
+        pytest.param(
+            published(b'{"template": "x"}', kind="train"),
+            "neither a job-state message",
+            id="a job request sent to the wrong topic",
+        ),
+        pytest.param(
+            CloudEvent(
+                {"type": "google.cloud.storage.object.v1.finalized", "source": "//x", "id": "1"},
+                {"bucket": "b", "name": "n"},
+            ),
+            "is not accepted by on_job_event",
+            id="a storage event",
+        ),
+    ],
+)
+def test_a_hint_that_names_no_job_is_malformed(event: CloudEvent, names: str) -> None:
+    with pytest.raises(MalformedEvent, match=names.replace(".", r"\.")):
+        decode_hint(event)

@@ -1,0 +1,154 @@
+"""The ledger's pure transitions for job states and decisions (shared.ledger)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from shared.ledger import (
+    Attempt,
+    AttemptOutcome,
+    InvalidTransition,
+    RetryPlan,
+    Run,
+    RunStatus,
+    with_decision,
+    with_notice,
+    with_observed_state,
+)
+
+T0 = datetime(2026, 12, 1, 2, 0, tzinfo=UTC)
+PARENT = "projects/local-project/locations/us-central1"
+JOB_1 = f"{PARENT}/customJobs/1000000000000000001"
+JOB_2 = f"{PARENT}/customJobs/1000000000000000002"
+
+
+def attempt(number: int, job_name: str | None, state: str) -> Attempt:
+    return Attempt(
+        number=number,
+        placement={"flex_start": {"max_wait": "7200s"}},
+        region="us-central1",
+        parent=PARENT,
+        intent_at=T0,
+        job_name=job_name,
+        state=state,
+    )
+
+
+def run(status: RunStatus, *attempts: Attempt) -> Run:
+    return Run(
+        run_id="r-0123456789abcdef01234567",
+        run_key="request-key:it",
+        route="on-request",
+        template="flex-a100",
+        trigger={"kind": "JobRequest"},
+        status=status,
+        attempts=attempts,
+    )
+
+
+ONE_QUEUED = run(RunStatus.SUBMITTED, attempt(1, JOB_1, "JOB_STATE_QUEUED"))
+FIRST_FAILED_SECOND_QUEUED = run(
+    RunStatus.SUBMITTED,
+    attempt(1, JOB_1, "JOB_STATE_FAILED"),
+    attempt(2, JOB_2, "JOB_STATE_QUEUED"),
+)
+
+
+@pytest.mark.parametrize(
+    ("before", "number", "job", "state", "status"),
+    [
+        pytest.param(
+            ONE_QUEUED, 1, JOB_1, "JOB_STATE_RUNNING", RunStatus.RUNNING, id="running: RUNNING"
+        ),
+        pytest.param(
+            ONE_QUEUED, 1, JOB_1, "JOB_STATE_PENDING", RunStatus.SUBMITTED, id="pending: SUBMITTED"
+        ),
+        pytest.param(
+            run(RunStatus.SUBMITTING, attempt(1, None, "INTENT")),
+            1,
+            JOB_1,
+            "JOB_STATE_QUEUED",
+            RunStatus.SUBMITTED,
+            id="the job of an intent",
+        ),
+        pytest.param(
+            FIRST_FAILED_SECOND_QUEUED,
+            1,
+            JOB_1,
+            "JOB_STATE_RUNNING",
+            RunStatus.SUBMITTED,
+            id="an older attempt does not move the run",
+        ),
+        pytest.param(
+            replace(ONE_QUEUED, status=RunStatus.CANCELLED),
+            1,
+            JOB_1,
+            "JOB_STATE_CANCELLING",
+            RunStatus.CANCELLED,
+            id="a final run keeps its status",
+        ),
+    ],
+)
+def test_a_live_state_is_recorded(
+    before: Run, number: int, job: str, state: str, status: RunStatus
+) -> None:
+    after = with_observed_state(before, number, job, state)
+    recorded = after.attempt(number)
+    assert recorded is not None
+    assert recorded.state == state
+    assert after.status is status
+
+
+def outcome(status: RunStatus, retry: RetryPlan | None = None) -> AttemptOutcome:
+    return AttemptOutcome(
+        attempt=1,
+        job_name=JOB_1,
+        state="JOB_STATE_FAILED",
+        error={"code": 8, "message": "Resources are insufficient", "class": "capacity"},
+        decision={"outcome": "capacity", "alert": None, "complete": False},
+        status=status,
+        next_retry=retry,
+    )
+
+
+def test_a_decision_is_recorded_with_the_state_once() -> None:
+    plan = RetryPlan(T0 + timedelta(minutes=1), 2, 1, "capacity")
+    decided = with_decision(ONE_QUEUED, outcome(RunStatus.WAITING_RETRY, plan))
+    first = decided.attempt(1)
+    assert first is not None
+    assert (first.state, first.error, first.decision) == (
+        "JOB_STATE_FAILED",
+        outcome(RunStatus.WAITING_RETRY).error,
+        outcome(RunStatus.WAITING_RETRY).decision,
+    )
+    assert (decided.status, decided.next_retry) == (RunStatus.WAITING_RETRY, plan)
+    assert with_decision(decided, outcome(RunStatus.FAILED)) == decided
+
+
+@pytest.mark.parametrize(
+    ("before", "decided"),
+    [
+        pytest.param(
+            replace(ONE_QUEUED, status=RunStatus.SUCCEEDED),
+            outcome(RunStatus.FAILED),
+            id="a final run",
+        ),
+        pytest.param(
+            run(RunStatus.SUBMITTED, attempt(1, JOB_2, "JOB_STATE_QUEUED")),
+            outcome(RunStatus.FAILED),
+            id="another job than the attempt's",
+        ),
+    ],
+)
+def test_a_decision_that_does_not_fit_is_refused(before: Run, decided: AttemptOutcome) -> None:
+    with pytest.raises(InvalidTransition):
+        with_decision(before, decided)
+
+
+def test_a_notice_is_recorded_once() -> None:
+    once = with_notice(ONE_QUEUED, "completion")
+    assert once.notices == ("completion",)
+    assert with_notice(once, "completion") is once
