@@ -82,7 +82,7 @@ def _ensure_alerts(
             alert_once(
                 services.ledger,
                 snapshot,
-                topic=services.config.alerts_topic,
+                config=services.config,
                 trigger=trigger_line(run),
                 reason=alert["reason"],
                 message=alert["message"],
@@ -151,7 +151,7 @@ def _alert_no_requests_topic(
         alert_once(
             services.ledger,
             snapshot,
-            topic=services.config.alerts_topic,
+            config=services.config,
             trigger=trigger_line(snapshot.run),
             reason=NO_REQUESTS_TOPIC,
             message=(

@@ -43,6 +43,8 @@ from shared.logs import log
 if TYPE_CHECKING:
     from google.cloud import pubsub_v1
 
+    from shared.config.model import AlertWebhook
+
 SCHEMA = "vertex-dispatch.alert.v1"
 PUBLISH_TIMEOUT_SECONDS = 30.0
 
@@ -114,8 +116,15 @@ class Alert:
         }
 
 
-def send_alert(alert: Alert, topic: str, publisher: pubsub_v1.PublisherClient | None = None) -> str:
-    """Log ``alert`` and publish it on ``topic`` (``projects/P/topics/T``); the message id."""
+def send_alert(
+    alert: Alert,
+    topic: str,
+    publisher: pubsub_v1.PublisherClient | None = None,
+    webhook: AlertWebhook | None = None,
+) -> str:
+    """Log ``alert``, publish it on ``topic`` (``projects/P/topics/T``), then post it to the
+    optional ``webhook`` (best effort: a failing webhook is logged, never raised); the message id.
+    """
     payload = alert.to_json()
     log(
         logger,
@@ -135,7 +144,7 @@ def send_alert(alert: Alert, topic: str, publisher: pubsub_v1.PublisherClient | 
         future = publisher.publish(
             topic, data, timeout=PUBLISH_TIMEOUT_SECONDS, **alert.attributes()
         )
-        return future.result(timeout=PUBLISH_TIMEOUT_SECONDS)
+        message_id = future.result(timeout=PUBLISH_TIMEOUT_SECONDS)
     # Any failure at all must retry the event: an alert swallowed here would be lost for good.
     except Exception as error:
         raise AlertNotSent(
@@ -143,6 +152,11 @@ def send_alert(alert: Alert, topic: str, publisher: pubsub_v1.PublisherClient | 
             f"{error!r}; the event will be delivered again. If this persists, check that the "
             "topic exists and the function's service account has roles/pubsub.publisher on it"
         ) from error
+    if webhook is not None:
+        from shared.notify import notify
+
+        notify(alert, webhook)
+    return message_id
 
 
 def _json_value(value: object) -> str:

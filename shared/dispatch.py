@@ -267,7 +267,7 @@ def _reject_event(
     alert_once(
         services.ledger,
         snapshot,
-        topic=services.config.alerts_topic,
+        config=services.config,
         trigger=described,
         reason=AlertReason.INVALID_REQUEST,
         message=f"{type(error).__name__}: {error}",

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from shared.alerts import Alert, Severity, send_alert
+from shared.config.model import Config
 from shared.ledger import Ledger, Run, RunSnapshot, RunStatus
 
 
@@ -33,14 +34,17 @@ def alert_once(
     ledger: Ledger,
     snapshot: RunSnapshot,
     *,
-    topic: str,
+    config: Config,
     trigger: str,
     reason: str,
     message: str,
     what_to_do: str,
     severity: Severity = Severity.ERROR,
 ) -> None:
-    """Send the alert ``reason`` for the run unless it was sent already, then record it."""
+    """Send the alert ``reason`` for the run unless it was sent already, then record it.
+
+    It goes to the config's alerts topic (and its webhook, when one is configured).
+    """
     run = snapshot.run
     if reason in run.alerts:
         return
@@ -56,7 +60,8 @@ def alert_once(
             attempts=attempts_summary(run),
             severity=severity,
         ),
-        topic,
+        config.alerts_topic,
+        webhook=config.alert_webhook,
     )
     ledger.record_alert(run.run_id, reason)
 
@@ -66,7 +71,7 @@ def finish_run(
     snapshot: RunSnapshot,
     status: RunStatus,
     *,
-    topic: str,
+    config: Config,
     trigger: str,
     reason: str,
     message: str,
@@ -78,7 +83,7 @@ def finish_run(
     alert_once(
         ledger,
         snapshot,
-        topic=topic,
+        config=config,
         trigger=trigger,
         reason=reason,
         message=message,

@@ -135,3 +135,42 @@ def test_attributes_are_strings_even_without_a_template(
     assert alert.attributes()["template"] == expected_template
     assert alert.attributes()["severity"] == expected_severity
     assert alert.to_json()["template"] == template
+
+
+def test_a_published_alert_is_also_posted_to_the_configured_webhook(
+    alerts_subscription: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from shared.config.model import AlertWebhook, WebhookFormat
+
+    posted: list[dict[str, object]] = []
+
+    class Hook(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            posted.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Hook)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("TEST_ALERT_WEBHOOK", f"http://127.0.0.1:{server.server_port}/hook")
+    topic, subscription = alerts_subscription
+    try:
+        alerts.send_alert(
+            NO_PLACEMENT,
+            topic,
+            webhook=AlertWebhook(url_env="TEST_ALERT_WEBHOOK", format=WebhookFormat.SLACK),
+        )
+    finally:
+        server.shutdown()
+
+    body, _ = pull_one(subscription)
+    assert body["reason"] == "no_placement"
+    [hook_body] = posted
+    assert "no_placement" in str(hook_body["text"])
+    assert NO_PLACEMENT.run_id in str(hook_body["text"])

@@ -1,0 +1,566 @@
+"""The reconciler: each Cloud Scheduler tick, compare the ledger with Vertex AI and act on the gaps.
+
+Vertex AI publishes no event when a CustomJob changes state (DESIGN.md §1), so this tick is what
+guarantees that nothing is missed. It is a Kueue-style reconcile: read, compute what is owed, apply,
+and let the next tick repeat whatever did not happen. One tick:
+
+1. reads the active runs from the ledger (at most ``reconcile_max_runs``);
+2. per parent (project and region) lists our jobs with ONE label-filtered ``ListCustomJobs`` per
+   page (``labels.vd-run:*`` and a ``create_time`` lower bound), never one Get per job, and stops
+   paging as soon as every job it watches was seen;
+3. plans, with the pure ``plan_tick``, what the ledger is owed:
+
+   - a job-state hint on the job-events topic for every job whose state the ledger has not
+     recorded, or whose terminal state it recorded but has not decided on;
+   - a retry message on the requests topic for every run whose intent outlived
+     ``submission.INTENT_LEASE`` without a job (dispatch reattaches by label or takes over), or
+     that was accepted but never claimed;
+   - the watchdog: a FLEX_START job QUEUED or PENDING longer than its max wait plus
+     ``watchdog_grace`` is cancelled and alerted (Vertex AI should have ended it); an intent
+     still without a job after ``STUCK_INTENT_ALERT_AFTER`` is alerted;
+
+4. applies the plan, each action isolated: a failing one is counted and retried next tick;
+5. calls ``actions.ensure_actions`` on every run read: it publishes the retries whose backoff has
+   passed and redoes any alert or completion a failed publish left undone (no I/O when nothing
+   is owed).
+
+Running two ticks at once is harmless: hints are only "look at job X" (the job-state function
+re-reads the job and records by compare-and-set), retries are claimed once by dispatch, cancels
+are idempotent, and each watchdog alert is claimed in the ledger before it is sent.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from google.cloud.aiplatform_v1 import CustomJob, JobState, Scheduling
+
+from shared import (
+    actions,
+    clients,
+    decisions,
+    jobevents,
+    jobspec,
+    jobstate,
+    outcomes,
+    retries,
+    vertex,
+)
+from shared.alerts import Alert, send_alert
+from shared.config.model import DEFAULT_JOB_EVENTS_TOPIC_ID, Config, Template
+from shared.errors import DispatchError
+from shared.ledger import Attempt, RetryPlan, Run, RunSnapshot, RunStatus
+from shared.logs import log
+from shared.rejections import attempts_summary
+from shared.submission import INTENT_LEASE
+
+if TYPE_CHECKING:
+    from cloudevents.abstract import CloudEvent
+
+    from shared.dispatch import Services
+
+ACTIVE_STATUSES: tuple[RunStatus, ...] = (
+    RunStatus.ACCEPTED,
+    RunStatus.SUBMITTING,
+    RunStatus.SUBMITTED,
+    RunStatus.RUNNING,
+    RunStatus.WAITING_RETRY,
+)
+# A run in one of these has a job whose terminal state is still to be decided.
+UNDECIDED_STATUSES = frozenset({RunStatus.SUBMITTING, RunStatus.SUBMITTED, RunStatus.RUNNING})
+WAITING_STATES = frozenset({JobState.JOB_STATE_QUEUED.name, JobState.JOB_STATE_PENDING.name})
+
+LIST_WINDOW_MARGIN = timedelta(minutes=10)
+"""Listed jobs are created after their intent; the margin absorbs clock skew between machines."""
+FLEX_START_DEFAULT_MAX_WAIT = timedelta(days=1)  # what Vertex AI applies when none is set
+STUCK_INTENT_ALERT_AFTER = timedelta(minutes=30)
+"""Recovery of a stale intent is tried from INTENT_LEASE on; a human is told once it lasts this."""
+PUBLISH_TIMEOUT_SECONDS = 30.0
+
+logger = logging.getLogger(__name__)
+
+
+class WatchdogReason(enum.StrEnum):
+    """The alert reasons the reconciler sends (one alert per run and reason)."""
+
+    OVERDUE_WAIT = "watchdog_overdue_wait"  # a job waited past its max wait plus the grace
+    STUCK_INTENT = "watchdog_stuck_intent"  # an attempt stayed without a job
+
+
+class RetryCause(enum.StrEnum):
+    """Why the reconciler publishes a retry message."""
+
+    STALE_INTENT = "stale_intent"  # an intent outlived the lease with no job recorded
+    NEVER_CLAIMED = "never_claimed"  # the run was accepted but no attempt was ever claimed
+
+
+def job_events_topic(config: Config) -> str:
+    """Where hints go: the config's job_events_topic (the loader sets it), else the default."""
+    return config.job_events_topic or (
+        f"projects/{config.project}/topics/{DEFAULT_JOB_EVENTS_TOPIC_ID}"
+    )
+
+
+# --- the plan (pure) -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Listing:
+    """One ListCustomJobs query: the jobs of one parent created since the oldest watched intent."""
+
+    parent: str
+    filter: str
+    watched: frozenset[str]  # the job names the tick needs to see
+
+
+@dataclass(frozen=True)
+class Hint:
+    """A job-state hint to publish: "look at job X"."""
+
+    run_id: str
+    job_name: str
+    observed_state: str
+
+
+@dataclass(frozen=True)
+class DueRetry:
+    """A retry message to publish for a run."""
+
+    run_id: str
+    plan: RetryPlan
+    cause: RetryCause
+
+
+@dataclass(frozen=True)
+class OverdueWait:
+    """A FLEX_START job waiting for machines past its max wait plus the grace: cancel, alert."""
+
+    run_id: str
+    job_name: str
+    state: str
+    waited: timedelta
+    limit: timedelta
+
+
+@dataclass(frozen=True)
+class StuckIntent:
+    """An attempt without a job for longer than ``STUCK_INTENT_ALERT_AFTER``: alert."""
+
+    run_id: str
+    attempt: int
+    age: timedelta
+
+
+@dataclass(frozen=True)
+class TickPlan:
+    """Everything one tick owes the ledger, computed from the runs and the listed jobs."""
+
+    hints: tuple[Hint, ...] = ()
+    retries: tuple[DueRetry, ...] = ()
+    overdue: tuple[OverdueWait, ...] = ()
+    stuck: tuple[StuckIntent, ...] = ()
+    unlisted: tuple[str, ...] = ()  # recorded jobs the listing did not return
+
+
+def list_filter(since: datetime) -> str:
+    """The ListCustomJobs filter for our jobs created at or after ``since``."""
+    stamp = since.isoformat(timespec="seconds").replace("+00:00", "Z")
+    return f'labels.{jobspec.RUN_LABEL}:* AND create_time>="{stamp}"'
+
+
+def plan_listings(runs: Iterable[Run], margin: timedelta = LIST_WINDOW_MARGIN) -> list[Listing]:
+    """One listing per parent holding a recorded job of a run's last attempt, sorted by parent."""
+    oldest: dict[str, datetime] = {}
+    watched: dict[str, set[str]] = {}
+    for run in runs:
+        last = run.last_attempt
+        if last is None or last.job_name is None:
+            continue
+        oldest[last.parent] = min(oldest.get(last.parent, last.intent_at), last.intent_at)
+        watched.setdefault(last.parent, set()).add(last.job_name)
+    return [
+        Listing(parent, list_filter(oldest[parent] - margin), frozenset(watched[parent]))
+        for parent in sorted(watched)
+    ]
+
+
+def plan_tick(
+    runs: Iterable[Run],
+    jobs: Mapping[str, CustomJob],
+    templates: Mapping[str, Template],
+    *,
+    now: datetime,
+    grace: timedelta,
+    listed_parents: frozenset[str] | None = None,
+) -> TickPlan:
+    """What the tick owes: ``jobs`` maps job names to the jobs listed in ``listed_parents``.
+
+    A run whose job lies in a parent that could not be listed (None: every parent was) is left
+    for the next tick rather than reported as missing.
+    """
+    hints: list[Hint] = []
+    due: list[DueRetry] = []
+    overdue: list[OverdueWait] = []
+    stuck: list[StuckIntent] = []
+    unlisted: list[str] = []
+    for run in runs:
+        retry = _due_retry(run, templates.get(run.template), now)
+        if retry is not None:
+            due.append(retry)
+        last = run.last_attempt
+        if last is None:
+            continue
+        if last.job_name is None:
+            if run.status is RunStatus.SUBMITTING and now - last.intent_at >= (
+                STUCK_INTENT_ALERT_AFTER
+            ):
+                stuck.append(StuckIntent(run.run_id, last.number, now - last.intent_at))
+            continue
+        if listed_parents is not None and last.parent not in listed_parents:
+            continue
+        job = jobs.get(last.job_name)
+        if job is None:
+            unlisted.append(last.job_name)
+            continue
+        if _needs_hint(run, job):
+            hints.append(Hint(run.run_id, job.name, job.state.name))
+        waited_too_long = _overdue_wait(run.run_id, job, now, grace)
+        if waited_too_long is not None:
+            overdue.append(waited_too_long)
+    return TickPlan(tuple(hints), tuple(due), tuple(overdue), tuple(stuck), tuple(unlisted))
+
+
+def _needs_hint(run: Run, job: CustomJob) -> bool:
+    """The ledger has not seen the job's state, or saw it end but did not decide."""
+    last = run.last_attempt
+    assert last is not None
+    state = job.state.name
+    if state != last.state:
+        return True
+    return (
+        outcomes.is_terminal(state) and last.decision is None and run.status in UNDECIDED_STATUSES
+    )
+
+
+def _due_retry(run: Run, template: Template | None, now: datetime) -> DueRetry | None:
+    """A retry for a run that no delivery is moving on; backoffs are ``ensure_actions``' job."""
+    last = run.last_attempt
+    if run.status is RunStatus.ACCEPTED and last is None:
+        accepted_at = run.created_at or now
+        if now - accepted_at < INTENT_LEASE:
+            return None
+        reason = f"reconcile: accepted {_age(now - accepted_at)} ago and never claimed"
+        return DueRetry(run.run_id, RetryPlan(now, 1, 0, reason), RetryCause.NEVER_CLAIMED)
+    if run.status is RunStatus.SUBMITTING and last is not None and last.job_name is None:
+        age = now - last.intent_at
+        if age < INTENT_LEASE:
+            return None
+        index = placement_index(template, last)
+        reason = f"reconcile: attempt {last.number} has had no job for {_age(age)}"
+        return DueRetry(
+            run.run_id, RetryPlan(now, last.number, index, reason), RetryCause.STALE_INTENT
+        )
+    return None
+
+
+def placement_index(template: Template | None, attempt: Attempt) -> int:
+    """Where ``attempt``'s placement sits in the chain; 0 (start over) when the chain changed.
+
+    Dispatch refuses a retry naming a template that is gone, and alerts: nothing is lost.
+    """
+    if template is None:
+        return 0
+    try:
+        return decisions.placement_index(template, attempt)
+    except decisions.PlacementNotInChain:
+        return 0
+
+
+def _overdue_wait(
+    run_id: str, job: CustomJob, now: datetime, grace: timedelta
+) -> OverdueWait | None:
+    if job.state.name not in WAITING_STATES:
+        return None
+    max_wait = flex_start_max_wait(job)
+    if max_wait is None or job.create_time is None:
+        return None
+    waited = now - job.create_time
+    limit = max_wait + grace
+    if waited <= limit:
+        return None
+    return OverdueWait(run_id, job.name, job.state.name, waited, limit)
+
+
+def flex_start_max_wait(job: CustomJob) -> timedelta | None:
+    """How long a FLEX_START job may wait for machines; None when it is not bounded."""
+    scheduling = job.job_spec.scheduling
+    if scheduling.strategy != Scheduling.Strategy.FLEX_START:
+        return None  # a persistent resource's queue has no max wait of its own
+    if "max_wait_duration" not in scheduling:
+        return FLEX_START_DEFAULT_MAX_WAIT
+    max_wait: timedelta = scheduling.max_wait_duration
+    return max_wait if max_wait > timedelta(0) else None  # 0 waits forever
+
+
+def _age(delta: timedelta) -> str:
+    return f"{int(delta.total_seconds())}s"
+
+
+# --- the tick (I/O) --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReconcileReport:
+    """What one tick read and did; logged as one structured line."""
+
+    runs_read: int = 0
+    runs_limit_reached: bool = False  # more active runs than one tick reads: raise the limit
+    parents_listed: int = 0
+    list_calls: int = 0  # ListCustomJobs pages
+    jobs_listed: int = 0
+    hints_published: int = 0
+    retries_published: Mapping[str, int] = field(default_factory=dict)  # per RetryCause
+    actions_taken: Mapping[str, int] = field(default_factory=dict)  # by ensure_actions, per kind
+    watchdog_cancels: int = 0  # CancelCustomJob calls
+    alerts_sent: int = 0
+    jobs_not_listed: tuple[str, ...] = ()
+    errors: tuple[str, ...] = ()
+
+    def log_fields(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def run_reconcile(cloud_event: CloudEvent, services: Services | None = None) -> ReconcileReport:
+    """The Cloud Scheduler tick (through Pub/Sub): one reconcile; the event's content is unused."""
+    from shared.dispatch import default_services
+
+    services = services or default_services()
+    return reconcile(services, services.now())
+
+
+def reconcile(services: Services, now: datetime) -> ReconcileReport:
+    """One reconcile pass at ``now``; see the module docstring. Raises only if the ledger fails."""
+    config = services.config
+    snapshots = services.ledger.list_runs(ACTIVE_STATUSES, limit=config.reconcile_max_runs)
+    runs = [snapshot.run for snapshot in snapshots]
+    tick = _Tick(services)
+    listings = plan_listings(runs)
+    jobs: dict[str, CustomJob] = {}
+    listed: set[str] = set()
+    for listing in listings:
+        found = tick.list_jobs(listing)
+        if found is not None:
+            jobs.update(found)
+            listed.add(listing.parent)
+    plan = plan_tick(
+        runs,
+        jobs,
+        services.config.templates,
+        now=now,
+        grace=config.watchdog_grace,
+        listed_parents=frozenset(listed),
+    )
+    runs_by_id = {run.run_id: run for run in runs}
+    tick.publish_hints(plan.hints)
+    for retry in plan.retries:
+        tick.publish_retry(retry)
+    for waited in plan.overdue:
+        tick.cancel_overdue(runs_by_id[waited.run_id], waited)
+    for intent in plan.stuck:
+        tick.alert_stuck_intent(runs_by_id[intent.run_id], intent)
+    for snapshot in snapshots:
+        tick.ensure_actions(snapshot)
+    report = ReconcileReport(
+        runs_read=len(runs),
+        runs_limit_reached=len(runs) >= config.reconcile_max_runs,
+        parents_listed=len(listed),
+        list_calls=tick.list_calls,
+        jobs_listed=tick.jobs_listed,
+        hints_published=tick.hints_published,
+        retries_published=dict(tick.retries_published),
+        actions_taken=dict(tick.actions_taken),
+        watchdog_cancels=tick.cancels,
+        alerts_sent=tick.alerts_sent,
+        jobs_not_listed=plan.unlisted,
+        errors=tuple(tick.errors),
+    )
+    _log_report(report)
+    return report
+
+
+class _Tick:
+    """The side effects of one tick, each isolated: a failure is counted, never raised."""
+
+    def __init__(self, services: Services) -> None:
+        self.services = services
+        self.config = services.config
+        self.list_calls = 0
+        self.jobs_listed = 0
+        self.hints_published = 0
+        self.retries_published: dict[str, int] = {}
+        self.actions_taken: dict[str, int] = {}
+        self.cancels = 0
+        self.alerts_sent = 0
+        self.errors: list[str] = []
+
+    def list_jobs(self, listing: Listing) -> dict[str, CustomJob] | None:
+        """The jobs of ``listing``, paging only until every watched job was seen; None on error."""
+        found: dict[str, CustomJob] = {}
+        missing = set(listing.watched)
+        try:
+            for page in vertex.list_custom_jobs(listing.parent, filter=listing.filter):
+                self.list_calls += 1
+                self.jobs_listed += len(page)
+                for job in page:
+                    found[job.name] = job
+                    missing.discard(job.name)
+                if not missing:
+                    break  # later pages hold only older jobs nobody watches
+        except DispatchError as error:
+            self._failed(f"listing jobs in {listing.parent}", error)
+            return None
+        return found
+
+    def publish_hints(self, hints: Sequence[Hint]) -> None:
+        """Publish every hint at once (the publisher batches them), then wait for all."""
+        if not hints:
+            return
+        publisher = clients.publisher_client()
+        topic = job_events_topic(self.config)
+        pending = []
+        for hint in hints:
+            data, attributes = jobevents.job_state_message(hint.job_name, hint.observed_state)
+            try:
+                future = publisher.publish(topic, data, **attributes)
+            except Exception as error:  # one failed hint must not stop the tick
+                self._failed(f"publishing the hint for {hint.job_name} on {topic}", error)
+                continue
+            pending.append((hint, future))
+        for hint, future in pending:
+            try:
+                future.result(timeout=PUBLISH_TIMEOUT_SECONDS)
+                self.hints_published += 1
+            except Exception as error:  # the next tick publishes it again
+                self._failed(f"publishing the hint for {hint.job_name} on {topic}", error)
+
+    def publish_retry(self, retry: DueRetry) -> None:
+        topic = self.config.requests_topic
+        if topic is None:
+            self.errors.append(
+                f"run {retry.run_id} is due for a retry ({retry.cause}), but the config sets no "
+                "requests_topic: set requests_topic to the topic dispatch listens on"
+            )
+            return
+        try:
+            retries.publish_retry(retry.run_id, retry.plan, topic)
+        except DispatchError as error:
+            self._failed(f"publishing the retry of run {retry.run_id}", error)
+            return
+        cause = retry.cause.value
+        self.retries_published[cause] = self.retries_published.get(cause, 0) + 1
+
+    def cancel_overdue(self, run: Run, waited: OverdueWait) -> None:
+        """Cancel the job (idempotent), then alert if this tick is the first to claim the alert."""
+        try:
+            vertex.cancel_custom_job(waited.job_name)
+            self.cancels += 1
+        except vertex.VertexRejected:
+            pass  # FAILED_PRECONDITION: it is cancelling or ended already, as we want
+        except DispatchError as error:
+            self._failed(f"cancelling {waited.job_name}", error)
+            return
+        self._alert_once(
+            run,
+            WatchdogReason.OVERDUE_WAIT,
+            message=(
+                f"job {waited.job_name} was {waited.state} for {_age(waited.waited)}, more than "
+                f"its FLEX_START max wait plus the watchdog grace ({_age(waited.limit)}), and "
+                f"Vertex AI had not ended it; the reconciler cancelled it. Console: "
+                f"{jobstate.console_url(waited.job_name)}"
+            ),
+            what_to_do=(
+                "check the region's capacity for the job's GPUs and the job in the console; "
+                f"then `vertex-dispatch retry {run.run_id}` or add a placement to the chain"
+            ),
+        )
+
+    def alert_stuck_intent(self, run: Run, intent: StuckIntent) -> None:
+        self._alert_once(
+            run,
+            WatchdogReason.STUCK_INTENT,
+            message=(
+                f"attempt {intent.attempt} of run {run.run_id} has had no job for "
+                f"{_age(intent.age)} although the reconciler asked dispatch to recover it "
+                "every tick since the intent lease expired"
+            ),
+            what_to_do=(
+                "read the dispatch function's logs for this run_id (a create that keeps failing, "
+                "a missing template, a dead-lettered retry) and fix what they name; check the "
+                "requests topic's subscription reaches the function"
+            ),
+        )
+
+    def _alert_once(
+        self, run: Run, reason: WatchdogReason, *, message: str, what_to_do: str
+    ) -> None:
+        """Claim ``reason`` in the ledger, then send: concurrent ticks send one alert.
+
+        Claiming first can lose the Pub/Sub copy if the publish then fails; the ERROR log line
+        ``send_alert`` writes before publishing (what log-based alert policies watch) remains.
+        """
+        if reason in run.alerts:
+            return
+        try:
+            if not self.services.ledger.record_alert(run.run_id, reason):
+                return  # another tick claimed it
+            send_alert(
+                Alert(
+                    run_id=run.run_id,
+                    run_key=run.run_key,
+                    template=run.template or None,
+                    trigger=run.run_key,
+                    reason=reason,
+                    message=message,
+                    what_to_do=what_to_do,
+                    attempts=attempts_summary(run),
+                ),
+                self.config.alerts_topic,
+                webhook=self.config.alert_webhook,
+            )
+            self.alerts_sent += 1
+        except DispatchError as error:  # AlertNotSent, or the ledger
+            self._failed(f"alerting {reason} for run {run.run_id}", error)
+
+    def ensure_actions(self, snapshot: RunSnapshot) -> None:
+        """Whatever the run's recorded decisions still owe (due retry, alert, completion)."""
+        try:
+            taken = actions.ensure_actions(snapshot, self.services)
+        except DispatchError as error:
+            self._failed(f"carrying out the actions owed by run {snapshot.run.run_id}", error)
+            return
+        for action, done in (
+            ("alerts", len(taken.alerts)),
+            ("completions", int(taken.completion_published)),
+            ("backoff_retries", int(taken.retry_published)),
+        ):
+            if done:
+                self.actions_taken[action] = self.actions_taken.get(action, 0) + done
+
+    def _failed(self, action: str, error: Exception) -> None:
+        self.errors.append(f"{action}: {error}")
+        log(
+            logger,
+            logging.WARNING,
+            f"reconcile: {action} failed; next tick retries",
+            error=str(error),
+        )
+
+
+def _log_report(report: ReconcileReport) -> None:
+    level = logging.WARNING if report.errors or report.jobs_not_listed else logging.INFO
+    log(logger, level, "reconcile tick", **report.log_fields())

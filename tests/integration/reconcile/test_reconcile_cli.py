@@ -1,0 +1,73 @@
+"""`vertex-dispatch status | retry | cancel` on the emulators, on the ledger dispatch writes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from reconcile_test_support import CONFIG, World
+
+from emulator_stack import LOCAL_PROJECT, FirestoreEmulator
+from shared import clients
+from shared.cli import main
+from shared.ledger import DEFAULT_COLLECTION, Ledger
+
+
+@pytest.fixture
+def operator_world(world: World, clean_firestore: FirestoreEmulator) -> World:
+    """The world on the default runs collection: the one the CLI reads."""
+    world.services._ledger = Ledger(
+        clients.firestore_client(LOCAL_PROJECT), DEFAULT_COLLECTION, clock=world.vertex.now
+    )
+    return world
+
+
+def test_status_lists_the_active_run_with_its_job(
+    operator_world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    started = operator_world.request_run("flex-l4-starved")
+
+    assert main(["status", "--config", str(CONFIG)]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert main(["status", "--config", str(CONFIG), "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+
+    assert table[0].split() == [
+        "RUN", "STATUS", "TEMPLATE", "ATTEMPT", "PLACEMENT", "STATE", "NEXT", "RETRY", "ALERTS",
+        "JOB",
+    ]  # fmt: skip
+    assert table[1].split() == [
+        started.run_id, "SUBMITTED", "flex-l4-starved", "1", "flex_start", "7200s", "QUEUED",
+        "-", "-", started.job_name.rsplit("/", 1)[-1],
+    ]  # fmt: skip
+    assert table[-1] == "1 run"
+    [run] = document["runs"]
+    assert run["attempts"][0]["job_name"] == started.job_name
+
+
+def test_cancel_cancels_the_last_job_and_retry_publishes_the_next_attempt(
+    operator_world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    started = operator_world.request_run("flex-l4-starved")
+
+    assert main(["cancel", started.run_id, "--config", str(CONFIG)]) == 0
+    assert main(["retry", started.run_id, "--config", str(CONFIG)]) == 0
+
+    [cancel] = operator_world.vertex.requests("CancelCustomJob")
+    assert cancel["resource"] == started.job_name
+    [retry] = operator_world.retries.pull()
+    assert retry.attributes == {"vertex_dispatch_kind": "retry"}
+    assert retry.body() == {
+        "run_id": started.run_id,
+        "attempt": 2,
+        "placement_index": 0,
+        "reason": "operator",
+    }
+
+
+@pytest.mark.parametrize("command", ["retry", "cancel"])
+def test_an_unknown_run_is_an_error_naming_it(
+    operator_world: World, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    assert main([command, "r-000000000000000000000bad", "--config", str(CONFIG)]) == 1
+    assert "r-000000000000000000000bad" in capsys.readouterr().err

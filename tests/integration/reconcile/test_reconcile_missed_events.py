@@ -1,0 +1,103 @@
+"""The reconciler catches what no event told: a job ended unseen, a due retry, a stale intent."""
+
+from __future__ import annotations
+
+from reconcile_test_support import World, of_run
+
+from shared.jobstate import JobStateOutcome
+from shared.ledger import RunStatus
+from shared.outcome import DispatchOutcome
+from shared.reconcile import RetryCause
+
+JOB_RUNS_SECONDS = 2 * 60 + 10 * 60  # provisioning, then the default outcome's duration
+
+
+def test_a_job_that_ended_unseen_is_hinted_once_and_then_never_again(world: World) -> None:
+    started = world.request_run("flex-a100")
+    assert started.outcome is DispatchOutcome.SUBMITTED
+    world.vertex.advance(JOB_RUNS_SECONDS + 60)  # it succeeds; nobody sends a hint
+
+    first = world.reconcile()
+    hints = world.hints.pull()
+
+    assert first.hints_published == 1
+    assert [m.body() for m in hints] == [
+        {"job_name": started.job_name, "observed_state": "JOB_STATE_SUCCEEDED"}
+    ]
+    assert hints[0].attributes == {"vertex_dispatch_kind": "job_state"}
+    [handled] = world.deliver_hints(hints)
+    assert handled.outcome is JobStateOutcome.DECIDED
+    assert world.run(started.run_id).status is RunStatus.SUCCEEDED
+
+    second = world.reconcile()
+
+    assert second.hints_published == 0
+    assert second.runs_read == 0  # the run is over: no longer active
+    assert world.hints.pull() == []
+
+
+def test_an_infrastructure_failure_is_retried_after_its_backoff_and_succeeds(
+    world: World,
+) -> None:
+    world.vertex.call(
+        "POST", "outcomes", {"result": "internal_error", "duration": "1m", "times": 1}
+    )
+    started = world.request_run("flex-a100")
+    world.vertex.advance(2 * 60 + 60 + 1)  # provisioning, one minute running, then INTERNAL
+
+    world.reconcile()
+    [decided] = world.deliver_hints(world.hints.pull())
+    waiting = world.run(started.run_id)
+
+    assert decided.outcome is JobStateOutcome.DECIDED
+    assert waiting.status is RunStatus.WAITING_RETRY
+    assert waiting.next_retry is not None and waiting.next_retry.attempt == 2
+    early = world.reconcile()  # the backoff has not passed yet
+    assert early.actions_taken == {}
+    assert world.retries.pull() == []
+
+    world.vertex.advance(11 * 60)  # past the 10 min backoff cap
+    due = world.reconcile()
+    retries = world.retries.pull()
+
+    assert due.actions_taken == {"backoff_retries": 1}
+    assert [m.body()["attempt"] for m in of_run(retries, started.run_id)] == [2]
+    [resubmitted] = world.deliver_retries(retries)
+    assert resubmitted.outcome is DispatchOutcome.SUBMITTED
+
+    world.vertex.advance(JOB_RUNS_SECONDS + 60)
+    world.reconcile()
+    world.deliver_hints(world.hints.pull())
+    done = world.run(started.run_id)
+    assert done.status is RunStatus.SUCCEEDED
+    assert [a.state for a in done.attempts] == ["JOB_STATE_FAILED", "JOB_STATE_SUCCEEDED"]
+    assert len(world.creates(started.run_id)) == 2
+
+
+def test_an_intent_left_without_a_job_is_handed_back_to_dispatch(world: World) -> None:
+    # The create happened but its answer was lost, and the delivery was never retried.
+    world.vertex.call(
+        "POST",
+        "faults",
+        {"method": "CreateCustomJob", "code": "UNAVAILABLE", "when": "after", "count": 1},
+    )
+    try:
+        world.request_run("flex-a100")
+    except Exception as error:  # BackendUnavailable: the platform would redeliver; we do not
+        assert "UNAVAILABLE" in str(error) or "try again" in str(error)
+    [run_id] = {
+        e["request"]["customJob"]["labels"]["vd-run"]
+        for e in world.vertex.requests("CreateCustomJob")
+    }
+    assert world.run(run_id).status is RunStatus.SUBMITTING
+
+    assert world.reconcile().retries_published == {}  # within the intent lease: leave it
+    world.vertex.advance(6 * 60)
+    late = world.reconcile()
+    retries = world.retries.pull()
+
+    assert late.retries_published == {RetryCause.STALE_INTENT.value: 1}
+    [reattached] = world.deliver_retries(retries)
+    assert reattached.outcome is DispatchOutcome.REATTACHED
+    assert len(world.creates(run_id)) == 1  # found by label, not created again
+    assert world.run(run_id).status is RunStatus.SUBMITTED

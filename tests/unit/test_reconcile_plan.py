@@ -1,0 +1,332 @@
+"""The reconciler's pure plan: what one tick owes the ledger, from runs and listed jobs."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from google.cloud.aiplatform_v1 import CustomJob
+
+from shared.config.model import FlexStartPlacement, PersistentResourcePlacement, Template
+from shared.ledger import Attempt, RetryPlan, Run, RunStatus
+from shared.reconcile import (
+    DueRetry,
+    Hint,
+    Listing,
+    OverdueWait,
+    RetryCause,
+    StuckIntent,
+    TickPlan,
+    list_filter,
+    plan_listings,
+    plan_tick,
+)
+
+NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+GRACE = timedelta(minutes=30)
+CENTRAL = "projects/acme-ml/locations/us-central1"
+EAST = "projects/acme-ml/locations/us-east4"
+JOB_PARENT = "projects/123456789012/locations/us-central1"
+
+TEMPLATE = Template(
+    name="resnet-a100",
+    display_name="resnet-{run_id}",
+    job_spec={},
+    placements=(
+        PersistentResourcePlacement("a100-pool"),
+        FlexStartPlacement(max_wait=timedelta(hours=2)),
+        FlexStartPlacement(max_wait=timedelta(hours=6), region="us-east4"),
+    ),
+)
+POOL = {"persistent_resource": "a100-pool"}
+FLEX_2H = {"flex_start": {"max_wait": "7200s"}}
+
+
+def job_name(number: int) -> str:
+    return f"{JOB_PARENT}/customJobs/{1000000000000000000 + number}"
+
+
+def attempt(
+    number: int = 1,
+    *,
+    job: int | None = None,
+    state: str = "INTENT",
+    intent_age: timedelta = timedelta(minutes=20),
+    placement: dict[str, Any] | None = None,
+    parent: str = CENTRAL,
+    decision: dict[str, Any] | None = None,
+) -> Attempt:
+    return Attempt(
+        number=number,
+        placement=placement or FLEX_2H,
+        region=parent.rsplit("/", 1)[1],
+        parent=parent,
+        intent_at=NOW - intent_age,
+        job_name=job_name(job) if job is not None else None,
+        state=state,
+        decision=decision,
+    )
+
+
+def run(
+    status: RunStatus, *attempts: Attempt, run_id: str = "r-000000000000000000000001", **extra: Any
+) -> Run:
+    return Run(
+        run_id=run_id,
+        run_key="gcs:acme-datasets/imagenet/2026-12-01/@1733100000000000",
+        route="imagenet-daily",
+        template=TEMPLATE.name,
+        trigger={"kind": "ObjectFinalized"},
+        status=status,
+        attempts=attempts,
+        created_at=NOW - timedelta(hours=1),
+        **extra,
+    )
+
+
+def listed(
+    number: int,
+    state: str,
+    *,
+    age: timedelta = timedelta(minutes=15),
+    max_wait: str | None = "7200s",
+    strategy: str = "FLEX_START",
+) -> CustomJob:
+    """A job as ListCustomJobs returns it (REST JSON), created ``age`` before NOW."""
+    scheduling: dict[str, Any] = {"strategy": strategy}
+    if max_wait is not None:
+        scheduling["maxWaitDuration"] = max_wait
+    created = (NOW - age).isoformat().replace("+00:00", "Z")
+    return CustomJob.from_json(
+        f'{{"name": "{job_name(number)}", "state": "{state}", "createTime": "{created}", '
+        f'"labels": {{"vd-run": "r-000000000000000000000001", "vd-attempt": "1"}}, '
+        f'"jobSpec": {{"scheduling": {json.dumps(scheduling)}}}}}'
+    )
+
+
+def tick(*runs: Run, jobs: tuple[CustomJob, ...] = (), **options: Any) -> TickPlan:
+    return plan_tick(
+        runs,
+        {job.name: job for job in jobs},
+        {TEMPLATE.name: TEMPLATE},
+        now=NOW,
+        grace=GRACE,
+        **options,
+    )
+
+
+RUN_ID = "r-000000000000000000000001"
+DECIDED = {"move": "retry", "alert": None}
+
+
+@pytest.mark.parametrize(
+    ("the_run", "jobs", "expected"),
+    [
+        pytest.param(
+            run(RunStatus.SUBMITTED, attempt(job=1, state="JOB_STATE_QUEUED")),
+            (listed(1, "JOB_STATE_QUEUED"),),
+            TickPlan(),
+            id="state-already-recorded",
+        ),
+        pytest.param(
+            run(RunStatus.SUBMITTED, attempt(job=1, state="JOB_STATE_QUEUED")),
+            (listed(1, "JOB_STATE_RUNNING"),),
+            TickPlan(hints=(Hint(RUN_ID, job_name(1), "JOB_STATE_RUNNING"),)),
+            id="missed-state-change",
+        ),
+        pytest.param(
+            run(RunStatus.RUNNING, attempt(job=1, state="JOB_STATE_RUNNING")),
+            (listed(1, "JOB_STATE_FAILED"),),
+            TickPlan(hints=(Hint(RUN_ID, job_name(1), "JOB_STATE_FAILED"),)),
+            id="missed-end",
+        ),
+        pytest.param(
+            run(RunStatus.RUNNING, attempt(job=1, state="JOB_STATE_FAILED")),
+            (listed(1, "JOB_STATE_FAILED"),),
+            TickPlan(hints=(Hint(RUN_ID, job_name(1), "JOB_STATE_FAILED"),)),
+            id="end-recorded-but-not-decided",
+        ),
+        pytest.param(
+            run(
+                RunStatus.WAITING_RETRY,
+                attempt(job=1, state="JOB_STATE_FAILED", decision=DECIDED),
+                next_retry=RetryPlan(NOW - timedelta(minutes=1), 2, 0, "infrastructure"),
+            ),
+            (listed(1, "JOB_STATE_FAILED"),),
+            TickPlan(),  # the due backoff is ensure_actions' to publish
+            id="decided-and-waiting",
+        ),
+        pytest.param(
+            run(RunStatus.SUBMITTED, attempt(job=1, state="JOB_STATE_QUEUED")),
+            (),
+            TickPlan(unlisted=(job_name(1),)),
+            id="recorded-job-not-listed",
+        ),
+        pytest.param(
+            run(RunStatus.SUBMITTING, attempt(intent_age=timedelta(minutes=2))),
+            (),
+            TickPlan(),
+            id="fresh-intent-left-to-its-creator",
+        ),
+        pytest.param(
+            run(
+                RunStatus.SUBMITTING,
+                attempt(job=1, state="JOB_STATE_FAILED", placement=POOL),
+                attempt(2, intent_age=timedelta(minutes=6), placement=FLEX_2H),
+            ),
+            (),
+            TickPlan(
+                retries=(
+                    DueRetry(
+                        RUN_ID,
+                        RetryPlan(NOW, 2, 1, "reconcile: attempt 2 has had no job for 360s"),
+                        RetryCause.STALE_INTENT,
+                    ),
+                )
+            ),
+            id="stale-intent-retried-on-its-own-placement",
+        ),
+        pytest.param(
+            run(RunStatus.SUBMITTING, attempt(intent_age=timedelta(minutes=40), placement=POOL)),
+            (),
+            TickPlan(
+                retries=(
+                    DueRetry(
+                        RUN_ID,
+                        RetryPlan(NOW, 1, 0, "reconcile: attempt 1 has had no job for 2400s"),
+                        RetryCause.STALE_INTENT,
+                    ),
+                ),
+                stuck=(StuckIntent(RUN_ID, 1, timedelta(minutes=40)),),
+            ),
+            id="intent-stuck-past-alert-threshold",
+        ),
+        pytest.param(
+            replace(run(RunStatus.ACCEPTED), created_at=NOW - timedelta(minutes=10)),
+            (),
+            TickPlan(
+                retries=(
+                    DueRetry(
+                        RUN_ID,
+                        RetryPlan(NOW, 1, 0, "reconcile: accepted 600s ago and never claimed"),
+                        RetryCause.NEVER_CLAIMED,
+                    ),
+                )
+            ),
+            id="accepted-never-claimed",
+        ),
+        pytest.param(
+            replace(run(RunStatus.ACCEPTED), created_at=NOW - timedelta(minutes=1)),
+            (),
+            TickPlan(),
+            id="accepted-just-now",
+        ),
+    ],
+)
+def test_plan_tick(the_run: Run, jobs: tuple[CustomJob, ...], expected: TickPlan) -> None:
+    assert tick(the_run, jobs=jobs) == expected
+
+
+@pytest.mark.parametrize(
+    ("job", "overdue"),
+    [
+        pytest.param(
+            listed(1, "JOB_STATE_QUEUED", age=timedelta(hours=3)),
+            OverdueWait(
+                RUN_ID,
+                job_name(1),
+                "JOB_STATE_QUEUED",
+                timedelta(hours=3),
+                timedelta(hours=2, minutes=30),
+            ),
+            id="queued-past-max-wait-and-grace",
+        ),
+        pytest.param(
+            listed(1, "JOB_STATE_PENDING", age=timedelta(hours=3)),
+            OverdueWait(
+                RUN_ID,
+                job_name(1),
+                "JOB_STATE_PENDING",
+                timedelta(hours=3),
+                timedelta(hours=2, minutes=30),
+            ),
+            id="pending-past-max-wait-and-grace",
+        ),
+        pytest.param(
+            listed(1, "JOB_STATE_QUEUED", age=timedelta(hours=2, minutes=20)),
+            None,
+            id="within-the-grace",
+        ),
+        pytest.param(
+            listed(1, "JOB_STATE_QUEUED", age=timedelta(days=3), max_wait="0s"),
+            None,
+            id="max-wait-0-waits-forever",
+        ),
+        pytest.param(
+            listed(1, "JOB_STATE_QUEUED", age=timedelta(days=1, minutes=31), max_wait=None),
+            OverdueWait(
+                RUN_ID,
+                job_name(1),
+                "JOB_STATE_QUEUED",
+                timedelta(days=1, minutes=31),
+                timedelta(days=1, minutes=30),
+            ),
+            id="unset-max-wait-is-vertex-default-1-day",
+        ),
+        pytest.param(
+            listed(1, "JOB_STATE_QUEUED", age=timedelta(days=3), strategy="STRATEGY_UNSPECIFIED"),
+            None,
+            id="persistent-resource-queue-has-no-max-wait",
+        ),
+        pytest.param(
+            listed(1, "JOB_STATE_RUNNING", age=timedelta(days=3)),
+            None,
+            id="running-is-not-waiting",
+        ),
+    ],
+)
+def test_watchdog(job: CustomJob, overdue: OverdueWait | None) -> None:
+    state = job.state.name
+    plan = tick(run(RunStatus.SUBMITTED, attempt(job=1, state=state)), jobs=(job,))
+
+    assert plan.overdue == ((overdue,) if overdue else ())
+    assert plan.hints == ()
+
+
+def test_a_parent_that_could_not_be_listed_is_left_for_the_next_tick() -> None:
+    waiting = run(RunStatus.SUBMITTED, attempt(job=1, state="JOB_STATE_QUEUED", parent=EAST))
+
+    assert tick(waiting, listed_parents=frozenset({CENTRAL})) == TickPlan()
+    assert tick(waiting, listed_parents=frozenset({EAST})).unlisted == (job_name(1),)
+
+
+def test_listings_one_per_parent_from_the_oldest_watched_intent() -> None:
+    runs = [
+        run(RunStatus.SUBMITTED, attempt(job=1, intent_age=timedelta(hours=1)), run_id="r-a"),
+        run(RunStatus.RUNNING, attempt(job=2, intent_age=timedelta(hours=3)), run_id="r-b"),
+        run(RunStatus.SUBMITTED, attempt(job=3, parent=EAST), run_id="r-c"),
+        run(RunStatus.SUBMITTING, attempt(intent_age=timedelta(days=2)), run_id="r-d"),
+        run(RunStatus.ACCEPTED, run_id="r-e"),
+    ]
+
+    assert plan_listings(runs) == [
+        Listing(
+            CENTRAL,
+            'labels.vd-run:* AND create_time>="2026-12-01T08:50:00Z"',  # 3 h + 10 min margin
+            frozenset({job_name(1), job_name(2)}),
+        ),
+        Listing(
+            EAST,
+            'labels.vd-run:* AND create_time>="2026-12-01T11:30:00Z"',
+            frozenset({job_name(3)}),
+        ),
+    ]
+
+
+def test_list_filter_is_rfc3339_utc() -> None:
+    since = datetime(2026, 12, 1, 8, 50, 12, 345678, tzinfo=UTC)
+
+    assert list_filter(since) == 'labels.vd-run:* AND create_time>="2026-12-01T08:50:12Z"'
