@@ -1,0 +1,266 @@
+"""The rules on the job itself, for every placement: worker pools, replicas, program, machine
+type and GPUs, hyperdisk boot disks, display name, labels, and the scheduling its placement asks
+for.
+
+Each is a ``StaticRule``: it reads nothing live. ``shared.validation.compose`` runs them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Final
+
+from google.cloud.aiplatform_v1 import MachineSpec, Scheduling, WorkerPoolSpec
+
+from shared import machines
+from shared.config.model import PersistentResourcePlacement
+from shared.jobspec import DISPLAY_NAME_MAX
+from shared.validation.subject import (
+    DEFAULT_BOOT_DISK_TYPE,
+    NO_ACCELERATOR,
+    _accelerator,
+    _pool_field,
+    _Subject,
+    _used_pools,
+)
+from shared.validation.violations import Rule, Violation
+
+MAX_LABELS: Final = 64
+LABEL_KEY: Final = re.compile(r"[a-z][a-z0-9_-]{0,62}")
+LABEL_VALUE: Final = re.compile(r"[a-z0-9_-]{0,63}")
+
+
+# --- the worker pools -----------------------------------------------------------------------
+
+
+def check_worker_pools(subject: _Subject) -> Iterator[Violation]:
+    pools = subject.job.job_spec.worker_pool_specs
+    if not pools or pools[0] == WorkerPoolSpec():
+        yield Violation(
+            "jobSpec.workerPoolSpecs[0]",
+            Rule.WORKER_POOLS,
+            "the first worker pool is missing or empty; describe the chief's machine, replica "
+            "count and container (or Python package) in workerPoolSpecs[0]",
+        )
+
+
+def check_replicas(subject: _Subject) -> Iterator[Violation]:
+    for index, pool in _used_pools(subject.job):
+        if index == 0 and pool.replica_count != 1:
+            yield Violation(
+                _pool_field(0, "replicaCount"),
+                Rule.FIRST_POOL_REPLICAS,
+                f"the first worker pool (the chief) must run exactly 1 replica, not "
+                f"{pool.replica_count}; set replicaCount to 1 and put further workers in "
+                f"workerPoolSpecs[1]",
+            )
+        elif index > 0 and pool.replica_count < 1:
+            yield Violation(
+                _pool_field(index, "replicaCount"),
+                Rule.REPLICAS,
+                f"worker pool {index} runs {pool.replica_count} replicas; set replicaCount to 1 "
+                f"or more, or leave the whole pool empty ({{}}) to skip it",
+            )
+
+
+def check_program(subject: _Subject) -> Iterator[Violation]:
+    for index, pool in _used_pools(subject.job):
+        if "python_package_spec" in pool:
+            package = pool.python_package_spec
+            if not package.executor_image_uri:
+                yield _missing(index, "pythonPackageSpec.executorImageUri", "an executor image")
+            if not package.package_uris:
+                yield _missing(index, "pythonPackageSpec.packageUris", "the package's gs:// URIs")
+            if not package.python_module:
+                yield _missing(index, "pythonPackageSpec.pythonModule", "the module to run")
+        elif not pool.container_spec.image_uri:
+            yield _missing(index, "containerSpec.imageUri", "the container image to run")
+
+
+def _missing(index: int, path: str, what: str) -> Violation:
+    return Violation(
+        _pool_field(index, path),
+        Rule.PROGRAM,
+        f"worker pool {index} does not say {what}; set {path}",
+    )
+
+
+def check_machine_accelerator(subject: _Subject) -> Iterator[Violation]:
+    for index, pool in _used_pools(subject.job):
+        yield from _machine_accelerator(index, pool.machine_spec)
+
+
+def _machine_accelerator(index: int, spec: MachineSpec) -> Iterator[Violation]:
+    machine = spec.machine_type
+    accelerator = _accelerator(spec)
+    family = machines.machine_family(machine)
+    fixed = machines.fixed_gpus(machine)
+    type_field = _pool_field(index, "machineSpec.acceleratorType")
+    count_field = _pool_field(index, "machineSpec.acceleratorCount")
+    if not machine:
+        yield Violation(
+            _pool_field(index, "machineSpec.machineType"),
+            Rule.MACHINE_ACCELERATOR,
+            f"worker pool {index} names no machine type; set machineType, e.g. a2-highgpu-1g",
+        )
+    elif fixed is not None:
+        if accelerator != fixed.accelerator_type:
+            others = ", ".join(machines.machines_with(accelerator)) or "none"
+            yield Violation(
+                type_field,
+                Rule.MACHINE_ACCELERATOR,
+                f"{machine} comes with {fixed.accelerator_type}, not {accelerator}; set "
+                f"acceleratorType to {fixed.accelerator_type}, or for {accelerator} pick one "
+                f"of these machine types: {others}",
+            )
+        if spec.accelerator_count != fixed.count:
+            yield Violation(
+                count_field,
+                Rule.MACHINE_ACCELERATOR,
+                f"{machine} comes with {fixed.count} GPU(s), not {spec.accelerator_count}; set "
+                f"acceleratorCount to {fixed.count}, or pick the {family} machine type with "
+                f"{spec.accelerator_count} GPUs",
+            )
+    elif family in machines.FIXED_GPU_FAMILIES:
+        known = ", ".join(
+            name for name in machines.FIXED_GPU_MACHINES if name.startswith(f"{family}-")
+        )
+        yield Violation(
+            _pool_field(index, "machineSpec.machineType"),
+            Rule.MACHINE_ACCELERATOR,
+            f"{machine} is not a known {family} machine type; use one of: {known}",
+        )
+    elif family in machines.ATTACHABLE_GPU_FAMILIES:
+        yield from _attached_gpus(index, spec)
+    elif family in machines.CPU_ONLY_FAMILIES and (
+        accelerator != NO_ACCELERATOR or spec.accelerator_count
+    ):
+        yield Violation(
+            type_field,
+            Rule.MACHINE_ACCELERATOR,
+            f"{machine} takes no GPUs; remove acceleratorType and acceleratorCount, or pick a "
+            f"GPU machine type such as a2-highgpu-1g or g2-standard-8",
+        )
+
+
+def _attached_gpus(index: int, spec: MachineSpec) -> Iterator[Violation]:
+    accelerator = _accelerator(spec)
+    if accelerator == NO_ACCELERATOR:
+        if spec.accelerator_count:
+            yield Violation(
+                _pool_field(index, "machineSpec.acceleratorType"),
+                Rule.MACHINE_ACCELERATOR,
+                f"acceleratorCount is {spec.accelerator_count} but no acceleratorType is set; "
+                f"set one of: {', '.join(sorted(machines.ATTACHABLE_GPUS))}",
+            )
+        return
+    if accelerator not in machines.ATTACHABLE_GPUS:
+        yield Violation(
+            _pool_field(index, "machineSpec.acceleratorType"),
+            Rule.MACHINE_ACCELERATOR,
+            f"{spec.machine_type} cannot carry {accelerator}; attach one of "
+            f"{', '.join(sorted(machines.ATTACHABLE_GPUS))}, or pick a machine type built "
+            f"with {accelerator}: {', '.join(machines.machines_with(accelerator)) or 'none'}",
+        )
+    if spec.accelerator_count not in machines.ATTACHABLE_GPU_COUNTS:
+        yield Violation(
+            _pool_field(index, "machineSpec.acceleratorCount"),
+            Rule.MACHINE_ACCELERATOR,
+            f"{spec.machine_type} takes 1, 2, 4 or 8 attached GPUs, not "
+            f"{spec.accelerator_count}; set acceleratorCount to one of those",
+        )
+
+
+def check_hyperdisk(subject: _Subject) -> Iterator[Violation]:
+    for index, pool in _used_pools(subject.job):
+        machine = pool.machine_spec.machine_type
+        disk_type = pool.disk_spec.boot_disk_type or DEFAULT_BOOT_DISK_TYPE
+        if machine in machines.HYPERDISK_ONLY_MACHINES and (
+            disk_type != machines.HYPERDISK_BOOT_DISK_TYPE
+        ):
+            yield Violation(
+                _pool_field(index, "diskSpec.bootDiskType"),
+                Rule.HYPERDISK_BOOT_DISK,
+                f"{machine} boots from {machines.HYPERDISK_BOOT_DISK_TYPE} only, and this pool "
+                f"asks for {disk_type}; set diskSpec.bootDiskType to "
+                f"{machines.HYPERDISK_BOOT_DISK_TYPE}",
+            )
+
+
+# --- names and labels -----------------------------------------------------------------------
+
+
+def check_display_name(subject: _Subject) -> Iterator[Violation]:
+    length = len(subject.job.display_name)
+    if not 1 <= length <= DISPLAY_NAME_MAX:
+        yield Violation(
+            "displayName",
+            Rule.DISPLAY_NAME,
+            f"the display name has {length} characters; Vertex AI takes 1 to "
+            f"{DISPLAY_NAME_MAX}: change the template's display_name",
+        )
+
+
+def check_labels(subject: _Subject) -> Iterator[Violation]:
+    labels = subject.job.labels
+    if len(labels) > MAX_LABELS:
+        yield Violation(
+            "labels",
+            Rule.LABELS,
+            f"the job has {len(labels)} labels, Vertex AI takes at most {MAX_LABELS} (3 are "
+            f"vertex-dispatch's own); remove {len(labels) - MAX_LABELS} from the template",
+        )
+    for key, value in labels.items():
+        if not LABEL_KEY.fullmatch(key):
+            yield Violation(
+                f"labels.{key}",
+                Rule.LABELS,
+                f"label key {key!r} must be 1 to 63 lowercase letters, digits, '_' or '-', "
+                f"starting with a letter; rename it",
+            )
+        if not LABEL_VALUE.fullmatch(value):
+            yield Violation(
+                f"labels.{key}",
+                Rule.LABELS,
+                f"label value {value!r} must be at most 63 lowercase letters, digits, '_' or "
+                f"'-'; change it",
+            )
+
+
+# --- placement ------------------------------------------------------------------------------
+
+
+def check_placement(subject: _Subject) -> Iterator[Violation]:
+    spec = subject.job.job_spec
+    strategy = spec.scheduling.strategy
+    placement = subject.placement
+    if isinstance(placement, PersistentResourcePlacement):
+        if spec.persistent_resource_id != placement.resource_id:
+            yield Violation(
+                "jobSpec.persistentResourceId",
+                Rule.PLACEMENT,
+                f"the placement is persistent resource {placement.resource_id!r} but the job "
+                f"names {spec.persistent_resource_id!r}; render the job for this placement",
+            )
+        if strategy == Scheduling.Strategy.FLEX_START:
+            yield Violation(
+                "jobSpec.scheduling.strategy",
+                Rule.PLACEMENT,
+                "a job on a persistent resource does not wait for FLEX_START capacity; remove "
+                "scheduling.strategy",
+            )
+        return
+    if strategy != Scheduling.Strategy.FLEX_START:
+        yield Violation(
+            "jobSpec.scheduling.strategy",
+            Rule.PLACEMENT,
+            f"the placement is flex_start but the strategy is {strategy.name}; set "
+            f"scheduling.strategy to FLEX_START",
+        )
+    if spec.persistent_resource_id:
+        yield Violation(
+            "jobSpec.persistentResourceId",
+            Rule.PLACEMENT,
+            "a FLEX_START job does not run on a persistent resource; remove persistentResourceId",
+        )
