@@ -366,7 +366,6 @@ STATUS_COLUMNS: Final = (
     "ALERTS",
     "JOB",
 )
-OPERATOR_RETRY_REASON: Final = "operator"
 
 
 def _add_operator_commands(commands: argparse._SubParsersAction) -> None:
@@ -501,7 +500,7 @@ def _json_default(value: object) -> str:
 def _run_retry(args: argparse.Namespace) -> int:
     from shared import retries
     from shared.errors import DispatchError
-    from shared.ledger import RetryPlan, utc_now
+    from shared.ledger import REOPENABLE_STATUSES, RetryPlan, utc_now
 
     config = _operator_config(args)
     if config is None:
@@ -516,7 +515,10 @@ def _run_retry(args: argparse.Namespace) -> int:
             return EXIT_PROBLEMS
         run = snapshot.run
         last = run.last_attempt
-        plan = RetryPlan(utc_now(), last.number + 1 if last else 1, 0, OPERATOR_RETRY_REASON)
+        if run.status.is_terminal() and run.status not in REOPENABLE_STATUSES:
+            _fail("retry", f"run {run.run_id} is {run.status.value}: there is nothing to retry")
+            return EXIT_PROBLEMS
+        plan = RetryPlan(utc_now(), last.number + 1 if last else 1, 0, retries.OPERATOR_REASON)
         message_id = retries.publish_retry(run.run_id, plan, config.requests_topic)
     except DispatchError as error:
         _fail("retry", str(error))
@@ -525,12 +527,6 @@ def _run_retry(args: argparse.Namespace) -> int:
         f"retry of run {run.run_id} published (message {message_id}): attempt {plan.attempt} "
         f"from placement 0 on {config.requests_topic}"
     )
-    if run.status.is_terminal():
-        print(
-            f"note: the run is {run.status.value}; dispatch answers a retry of a finished run "
-            "as a duplicate unless it reopens it",
-            file=sys.stderr,
-        )
     return EXIT_OK
 
 

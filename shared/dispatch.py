@@ -131,11 +131,16 @@ def _start_run(services: Services, trigger: Trigger, match: routing.RouteMatch) 
 
 def _continue_run(services: Services, retry: RetryRequest) -> DispatchResult:
     """A retry message: the next attempt of a run the ledger knows, validated like any request."""
+    from shared.retries import OPERATOR_REASON
+
     snapshot = services.ledger.get_run(retry.run_id)
-    problem = _retry_problem(services.config, snapshot, retry)
+    by_operator = retry.reason == OPERATOR_REASON
+    problem = _retry_problem(services.config, snapshot, retry, by_operator=by_operator)
     if problem is not None:
         raise problem
     assert snapshot is not None  # _retry_problem refuses a missing run
+    if by_operator and snapshot.run.status.is_terminal():
+        snapshot = services.ledger.reopen(snapshot.run.run_id)
     run = snapshot.run
     labels = {"run_id": run.run_id, "route": run.route, "template": run.template}
     log(logger, logging.INFO, "retry received", labels=labels, attempt=retry.attempt)
@@ -153,9 +158,9 @@ def _continue_run(services: Services, retry: RetryRequest) -> DispatchResult:
 
 
 def _retry_problem(
-    config: Config, snapshot: RunSnapshot | None, retry: RetryRequest
+    config: Config, snapshot: RunSnapshot | None, retry: RetryRequest, *, by_operator: bool
 ) -> PermanentError | None:
-    """Why a retry message cannot be acted on, or None."""
+    """Why a retry message cannot be acted on, or None (an operator's is not budget-bound)."""
     if snapshot is None:
         return PermanentError(
             f"retry message names run {retry.run_id}, which is not in the ledger; only the "
@@ -172,7 +177,7 @@ def _retry_problem(
             f"retry of run {retry.run_id} asks for placement {retry.placement_index}, but "
             f"template {template.name} has {len(template.placements)}"
         )
-    if retry.attempt > template.retry.attempts:
+    if retry.attempt > template.retry.attempts and not by_operator:
         return PermanentError(
             f"retry of run {retry.run_id} asks for attempt {retry.attempt}, over the "
             f"{template.retry.attempts} attempts template {template.name} allows"

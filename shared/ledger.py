@@ -260,6 +260,10 @@ class Ledger:
         """Move the run to ``status`` (a terminal status is final), with its next retry if any."""
         return self._apply(run_id, lambda run: with_status(run, status, next_retry))[0]
 
+    def reopen(self, run_id: str) -> RunSnapshot:
+        """Reopen a failed, rejected or cancelled run for an operator's retry."""
+        return self._apply(run_id, with_reopened)[0]
+
     def record_alert(self, run_id: str, reason: str) -> bool:
         """Note that the alert ``reason`` was sent; True only the first time for that reason.
 
@@ -424,6 +428,22 @@ def with_attempt_state(
     return replace(
         run, attempts=tuple(updated if a.number == attempt_number else a for a in run.attempts)
     )
+
+
+REOPENABLE_STATUSES = frozenset({RunStatus.FAILED, RunStatus.REJECTED, RunStatus.CANCELLED})
+"""Final statuses an operator may reopen (``vertex-dispatch retry``); a success stays final."""
+
+
+def with_reopened(run: Run) -> Run:
+    """``run`` waiting for the next attempt an operator asked for; unchanged if already open."""
+    if not run.status.is_terminal():
+        return run
+    if run.status not in REOPENABLE_STATUSES:
+        raise InvalidTransition(
+            f"run {run.run_id} is {run.status.value}: only a failed, rejected or cancelled run "
+            "can be retried; start a new run with a new trigger instead"
+        )
+    return replace(run, status=RunStatus.WAITING_RETRY, next_retry=None)
 
 
 def with_status(run: Run, status: RunStatus, next_retry: RetryPlan | None = None) -> Run:

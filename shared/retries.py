@@ -25,6 +25,9 @@ if TYPE_CHECKING:
     from shared.ledger import RetryPlan
 
 PUBLISH_TIMEOUT_SECONDS = 30.0
+OPERATOR_REASON = "operator"
+"""The reason of a retry a person asked for (``vertex-dispatch retry``): it may reopen a failed,
+rejected or cancelled run and is not bounded by the template's attempts."""
 
 
 class RetryNotPublished(TransientError):

@@ -71,3 +71,37 @@ def test_an_unknown_run_is_an_error_naming_it(
 ) -> None:
     assert main([command, "r-000000000000000000000bad", "--config", str(CONFIG)]) == 1
     assert "r-000000000000000000000bad" in capsys.readouterr().err
+
+
+def test_an_operator_retry_reopens_a_cancelled_run_and_starts_its_next_attempt(
+    operator_world: World,
+) -> None:
+    world = operator_world
+    started = world.request_run("flex-l4-starved")
+    assert main(["cancel", started.run_id, "--config", str(CONFIG)]) == 0
+    world.vertex.advance(60)  # the cancel completes: CANCELLING -> CANCELLED
+    world.reconcile()
+    world.deliver_hints(world.hints.pull())
+    assert world.run(started.run_id).status.value == "CANCELLED"
+
+    assert main(["retry", started.run_id, "--config", str(CONFIG)]) == 0
+    [outcome] = world.deliver_retries(world.retries.pull())
+
+    run = world.run(started.run_id)
+    assert outcome.outcome.value == "submitted"
+    assert run.status.value == "SUBMITTED"
+    assert [a.number for a in run.attempts] == [1, 2]
+    assert len(world.creates(started.run_id)) == 2
+
+
+def test_a_succeeded_run_cannot_be_retried(
+    operator_world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from shared.ledger import RunStatus
+
+    started = operator_world.request_run("flex-l4-starved")
+    operator_world.services.ledger.set_status(started.run_id, RunStatus.SUCCEEDED)
+
+    assert main(["retry", started.run_id, "--config", str(CONFIG)]) == 1
+    assert "nothing to retry" in capsys.readouterr().err
+    assert operator_world.retries.pull() == []
