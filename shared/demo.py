@@ -1,49 +1,44 @@
-"""``vertex-dispatch demo``: the emulators, the real dispatch code, and a story a person can follow.
+"""``vertex-dispatch demo``: the whole local stack, and a story a person can follow.
 
-The demo starts the local emulators (Pub/Sub, Firestore, Cloud Storage, Vertex AI with a fast
-clock), points the real client libraries at them, and plays:
+It starts what production runs (emulators, each function under functions-framework, the Pub/Sub
+push wiring, the Eventarc and Cloud Scheduler stand-ins: ``emulator_stack.local_stack``) and plays
+every part of the mission through the real paths only (objects written to the bucket, messages
+published, the Vertex AI emulator's admin API for capacity), printing each run's progress from the
+ledger:
 
-1. a dataset lands as many shards and a ``_SUCCESS`` marker: the shards are ignored at once, the
-   marker (delivered twice, as Eventarc may) starts exactly one FLEX_START job, which waits for
-   GPUs, runs when capacity appears, and succeeds;
-2. a job request on Pub/Sub lands on a persistent resource and starts at once;
-3. an invalid request is rejected with its reasons, recorded and alerted; nothing is created.
+1. a dataset lands as shards and a ``_SUCCESS`` marker: one FLEX_START job waits for GPUs, runs
+   when capacity appears, succeeds, and its completion is published;
+2. a request on Pub/Sub lands on the persistent resource and starts at once;
+3. the persistent resource is full: the next request falls through to FLEX_START;
+4. a FLEX_START wait expires: the run is resubmitted to the next placement (another region);
+5. a job fails in user code: retried per policy, then alerted;
+6. an invalid request is rejected with its reasons and alerted; nothing is created;
+7. the config's scheduled retrain fires (the Scheduler stand-in).
 
-Events are handed to ``shared.dispatch.dispatch_event`` in this process, exactly as the Cloud
-Function entry points do. Component logs go to files under the printed log folder.
+Then a summary. The checks look at the ledger, the topics and the Vertex AI request log.
 """
 
 from __future__ import annotations
 
-import base64
-import functools
 import json
-import logging
 import tempfile
 import time
-import urllib.request
-import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from datetime import UTC, datetime
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cloudevents.http import CloudEvent
-
-from shared import logs
-
 if TYPE_CHECKING:
-    from google.cloud import aiplatform_v1
+    from emulator_stack.local_stack import LocalStack
+    from emulator_stack.observe import TopicReader, VertexAdmin
+    from shared.ledger import Ledger, Run
 
 DEMO_DIR = Path(__file__).resolve().parents[1] / "deploy" / "local" / "demo"
 DISPATCH_CONFIG = DEMO_DIR / "dispatch-config.yaml"
 EMULATOR_CONFIG = DEMO_DIR / "vertex-emulator.yaml"
-PROJECT = "local-project"
 BUCKET = "demo-datasets"
-SHARDS = 200
-ALERTS_SUBSCRIPTION = "demo-alerts"
-TERMINAL_STATES = {"JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED"}
+SHARDS = 50
+REQUEST_ATTRIBUTES = {"kind": "train"}
+WAIT_SECONDS = 30.0  # per chapter, real time
 
 
 class Narrator:
@@ -60,289 +55,273 @@ class Narrator:
 
 
 def run_demo(time_scale: float, keep_running: bool) -> int:
-    """Play the story; 0 when every chapter ended as expected."""
-    from emulator_stack import LOCAL_PROJECT, scoped_environ, start_emulators
-    from emulator_stack.vertex_ai import start_vertex_ai_emulator
+    """Start the local stack, play the story; 0 when every chapter ended as expected."""
+    from emulator_stack import scoped_environ
+    from emulator_stack.errors import EmulatorStackError
+    from emulator_stack.local_stack import StackSettings, start_local_stack
 
     narrator = Narrator()
     log_dir = Path(tempfile.mkdtemp(prefix="vertex-dispatch-demo-"))
-    narrator.say(f"starting the emulators (logs in {log_dir}) ...")
-    vertex_launcher = functools.partial(
-        start_vertex_ai_emulator, config=EMULATOR_CONFIG, time_scale=time_scale
-    )
-    with start_emulators(
-        ["pubsub", "firestore", "storage", "vertex-ai"],
-        log_dir,
-        launchers={"vertex-ai": vertex_launcher},
-    ) as stack:
-        for name, emulator in stack.emulators.items():
-            narrator.say(
-                f"  {name:<10} {emulator.address}  ready in {emulator.startup_seconds:.1f}s"
-            )
-        env = {
-            **stack.env,
-            "GOOGLE_CLOUD_PROJECT": LOCAL_PROJECT,
-            "VERTEX_DISPATCH_CONFIG": str(DISPATCH_CONFIG),
-        }
-        with scoped_environ(env), _logs_to(log_dir / "dispatch.log"):
-            admin_url = f"http://{env['VERTEX_AI_EMULATOR_HOST']}/emulator/v1/"
-            story = Story(narrator, admin_url, time_scale)
-            ok = story.play()
-            if keep_running:
-                _wait_for_interrupt(narrator, env)
-    narrator.say("emulators stopped")
+    narrator.say(f"starting the local stack (every log in {log_dir}) ...")
+    settings = StackSettings(DISPATCH_CONFIG, EMULATOR_CONFIG, time_scale)
+    try:
+        stack = start_local_stack(settings, log_dir)
+    except EmulatorStackError as error:
+        print(f"demo: the local stack could not start:\n{error}", flush=True)
+        return 2
+    with stack, scoped_environ(stack.env):
+        for name, healthy in stack.health().items():
+            narrator.say(f"  {'up  ' if healthy else 'DOWN'} {name}")
+        ok = Story(stack, narrator, time_scale).play()
+        if keep_running:
+            _wait_for_interrupt(narrator, stack)
+    narrator.say("stack stopped, no process left")
     return 0 if ok else 1
 
 
 class Story:
     """The chapters, each checking what it shows."""
 
-    def __init__(self, narrator: Narrator, admin_url: str, time_scale: float) -> None:
+    def __init__(self, stack: LocalStack, narrator: Narrator, time_scale: float) -> None:
+        from emulator_stack.observe import TopicReader, VertexAdmin
+        from shared.ledger import default_ledger
+
+        self.stack = stack
         self.say = narrator.say
         self.chapter = narrator.chapter
-        self.admin_url = admin_url
         self.time_scale = time_scale
+        self.project = stack.config.project
+        self.vertex: VertexAdmin = VertexAdmin(stack.vertex_ai.address)
+        self.ledger: Ledger = default_ledger(self.project)
+        alerts = stack.config.alerts_topic
+        self.alerts: TopicReader = TopicReader(stack.pubsub, self.project, alerts)
+        completions = stack.config.completions_topic or ""
+        self.completions: TopicReader = TopicReader(stack.pubsub, self.project, completions)
         self.results: list[tuple[str, bool]] = []
 
     def play(self) -> bool:
-        self._prepare()
-        self._dataset_lands()
-        self._request_on_persistent_resource()
-        self._invalid_request()
+        for chapter in (
+            self.dataset_lands,
+            self.request_on_persistent_resource,
+            self.persistent_resource_full,
+            self.flex_start_wait_expires,
+            self.user_code_fails,
+            self.invalid_request,
+            self.scheduled_retrain,
+        ):
+            try:
+                chapter()
+            except Exception as error:  # a failed chapter must not hide the others
+                self.say(f"  chapter failed: {type(error).__name__}: {error}")
+                self.results.append((chapter.__name__.replace("_", " "), False))
         self.chapter("summary")
         for title, ok in self.results:
             self.say(f"  {'ok  ' if ok else 'FAIL'} {title}")
-        self._print_ledger()
+        self.say(
+            f"Vertex AI CreateCustomJob calls: {len(self.vertex.created_jobs())}; alerts: "
+            f"{len(self.alerts.poll())}; completions: {len(self.completions.poll())}; "
+            f"reconcile ticks: {self.stack.scheduler.reconcile_ticks}; storage events "
+            f"delivered: {self.stack.eventarc.counts.delivered}"
+        )
         return all(ok for _, ok in self.results)
 
-    def _prepare(self) -> None:
-        from google.cloud import pubsub_v1
+    # --- the chapters ------------------------------------------------------------------------
 
-        from shared.clients import publisher_client, storage_client
+    def dataset_lands(self) -> None:
+        from emulator_stack.observe import upload_object
 
-        publisher_client().create_topic(name=self._topic("training-alerts"))
-        pubsub_v1.SubscriberClient().create_subscription(
-            name=f"projects/{PROJECT}/subscriptions/{ALERTS_SUBSCRIPTION}",
-            topic=self._topic("training-alerts"),
-        )
-        storage_client(PROJECT).create_bucket(BUCKET)
-        self.say(f"created bucket gs://{BUCKET}, topic training-alerts and its subscription")
-
-    # --- chapter 1 ---------------------------------------------------------------------------
-
-    def _dataset_lands(self) -> None:
-        from shared.clients import storage_client
-        from shared.dispatch import dispatch_event
-
-        self.chapter(f"1. a dataset lands: {SHARDS} shards, then imagenet/2026-12-01/_SUCCESS")
-        bucket = storage_client(PROJECT).bucket(BUCKET)
         prefix = "imagenet/2026-12-01"
-        started = time.perf_counter()
-        outcomes: dict[str, int] = {}
+        self.chapter(f"1. a dataset lands in gs://{BUCKET}/{prefix}/: {SHARDS} shards + _SUCCESS")
         for index in range(SHARDS):
-            blob = bucket.blob(f"{prefix}/train-{index:05d}-of-{SHARDS:05d}.tfrecord")
-            blob.upload_from_string(b"shard")
-            outcome = dispatch_event(_object_event(blob)).outcome.value
-            outcomes[outcome] = outcomes.get(outcome, 0) + 1
-        elapsed = time.perf_counter() - started
-        self.say(f"{SHARDS} shard uploads and events in {elapsed:.1f}s: {outcomes}")
-        marker = bucket.blob(f"{prefix}/_SUCCESS")
-        marker.upload_from_string(b"")
-        first = dispatch_event(_object_event(marker))
-        self.say(
-            f"marker delivered: {first.outcome.value}, run {first.run_id}, job {first.job_name}"
-        )
-        second = dispatch_event(_object_event(marker))
-        self.say(f"marker delivered again (at-least-once): {second.outcome.value}, no new job")
-        creates = self._creates()
-        self.say(f"CreateCustomJob calls so far: {creates}")
-        self.results.append(("one marker, two deliveries -> one FLEX_START job", creates == 1))
-        if first.job_name is None:
-            self.results.append(("the FLEX_START job succeeds", False))
-            return
-        job = self._get_job(first.job_name)
-        scheduling = job.job_spec.scheduling
-        self.say(
-            f"job spec: {scheduling.strategy.name}, max wait "
-            f"{int(scheduling.max_wait_duration.total_seconds())}s, labels {dict(job.labels)}"
-        )
-        simulated_wait = 1800
-        self.say(
-            f"no A100 is free in us-central1: the job waits (clock x{self.time_scale:g}; "
-            f"capacity arrives after {simulated_wait // 60} simulated minutes)"
-        )
-        self._watch(first.job_name, until=lambda state: state == "JOB_STATE_QUEUED", timeout=5)
-        time.sleep(simulated_wait / self.time_scale)
-        self._admin(
-            "PUT",
-            "capacity",
-            {"region": "us-central1", "acceleratorType": "NVIDIA_TESLA_A100", "count": 8},
-        )
+            name = f"{prefix}/train-{index:05d}-of-{SHARDS:05d}.tfrecord"
+            upload_object(self.stack.storage.url, BUCKET, name, b"shard")
+        # The storage emulator drops an upload with an empty body, so the marker holds a newline.
+        upload_object(self.stack.storage.url, BUCKET, f"{prefix}/_SUCCESS", b"\n")
+        self.say("uploaded; the Eventarc stand-in delivers one finalized event per object")
+        run = self.follow(lambda r: f"{BUCKET}/{prefix}/" in r.run_key, _has_state("QUEUED"))
+        self.say("no A100 is free in us-central1: the FLEX_START job waits for GPUs")
+        time.sleep(min(3.0, 1800 / self.time_scale))
+        self.vertex.set_capacity("us-central1", "NVIDIA_TESLA_A100", 8)
         self.say("capacity appears: 8 x NVIDIA_TESLA_A100 in us-central1")
-        final = self._watch(first.job_name, until=lambda state: state in TERMINAL_STATES)
-        self.results.append(("the FLEX_START job succeeds", final == "JOB_STATE_SUCCEEDED"))
-
-    # --- chapter 2 ---------------------------------------------------------------------------
-
-    def _request_on_persistent_resource(self) -> None:
-        from shared.dispatch import dispatch_event
-
-        self.chapter("2. a job request on Pub/Sub lands on the persistent resource a100-pool")
-        body = {"template": "finetune-pool", "params": {"dataset_uri": "gs://demo-datasets/ft/"}}
-        result = dispatch_event(_request_event(body, {"kind": "train"}))
-        self.say(f"request: {result.outcome.value}, job {result.job_name}")
-        if result.job_name is None:
-            self.results.append(("the request runs on the persistent resource", False))
-            return
-        job = self._get_job(result.job_name)
-        self.say(f"persistentResourceId = {job.job_spec.persistent_resource_id!r}")
-        final = self._watch(result.job_name, until=lambda state: state == "JOB_STATE_RUNNING")
+        run = self.follow(lambda r: r.run_id == run.run_id, _status("SUCCEEDED"))
+        completion = self.wait_for_message(self.completions, run.run_id)
+        if completion:
+            self.say(f"completion published: state={completion.get('state')}")
+        jobs = [job for job in self.vertex.created_jobs() if _run_label(job) == run.run_id]
+        strategy = jobs[0]["jobSpec"]["scheduling"]["strategy"] if jobs else None
         self.results.append(
             (
-                "the request runs on the persistent resource at once",
-                final == "JOB_STATE_RUNNING" and job.job_spec.persistent_resource_id == "a100-pool",
+                "dataset -> exactly one FLEX_START job -> waits -> runs -> succeeds -> completion",
+                run.status.value == "SUCCEEDED"
+                and len(jobs) == 1
+                and strategy in ("FLEX_START", 6)
+                and completion is not None,
             )
         )
 
-    # --- chapter 3 ---------------------------------------------------------------------------
+    def request_on_persistent_resource(self) -> None:
+        self.chapter("2. a request on Pub/Sub lands on the persistent resource a100-pool")
+        message_id = self.publish_request("finetune-pool", "gs://demo-datasets/ft/")
+        run = self.follow(_by_message(message_id), _status("RUNNING"))
+        job = self.vertex.job(run.attempts[-1].job_name or "")
+        self.say(f"persistentResourceId = {job['jobSpec'].get('persistentResourceId')!r}")
+        self.results.append(
+            (
+                "a request runs on the persistent resource at once",
+                run.status.value == "RUNNING"
+                and job["jobSpec"].get("persistentResourceId") == "a100-pool",
+            )
+        )
 
-    def _invalid_request(self) -> None:
-        from shared.dispatch import dispatch_event
+    def persistent_resource_full(self) -> None:
+        self.chapter("3. the pool's only replica is busy: the next request falls to FLEX_START")
+        message_id = self.publish_request("finetune-pool", "gs://demo-datasets/ft2/")
+        run = self.follow(_by_message(message_id), _status("RUNNING", "SUCCEEDED"))
+        job = self.vertex.job(run.attempts[-1].job_name or "")
+        strategy = job["jobSpec"].get("scheduling", {}).get("strategy")
+        self.say(f"placed with strategy {strategy}, no persistentResourceId")
+        self.results.append(
+            (
+                "persistent resource full -> FLEX_START",
+                strategy == "FLEX_START" and not job["jobSpec"].get("persistentResourceId"),
+            )
+        )
 
-        self.chapter("3. an invalid request: an unknown parameter and an image the guards forbid")
-        before = self._creates()
-        body = {"template": "resnet-a100", "params": {"image": "evil.example/miner:latest"}}
-        result = dispatch_event(_request_event(body, {"kind": "train"}))
-        self.say(f"request: {result.outcome.value}: {result.detail}")
-        alert = self._pull_alert()
+    def flex_start_wait_expires(self) -> None:
+        self.chapter("4. no H100 in us-central1: the FLEX_START wait (20m) expires")
+        message_id = self.publish_request("llm-h100", "gs://demo-datasets/llm/")
+        run = self.follow(_by_message(message_id), _status("RUNNING", "SUCCEEDED"))
+        regions = [attempt.region for attempt in run.attempts]
+        self.say(f"attempts by region: {regions}")
+        self.results.append(
+            (
+                "FLEX_START wait expires -> resubmitted to the next placement (us-east4)",
+                len(run.attempts) >= 2 and regions[-1] == "us-east4",
+            )
+        )
+
+    def user_code_fails(self) -> None:
+        self.chapter("5. an evaluation fails in user code: retried once (policy), then alerted")
+        message_id = self.publish_request("flaky-eval", "gs://demo-datasets/eval/")
+        run = self.follow(_by_message(message_id), _status("FAILED"))
+        alert = self.wait_for_message(self.alerts, run.run_id)
         if alert:
-            self.say(f"alert on training-alerts: reason={alert['reason']}, run={alert['run_id']}")
-            self.say(f"  what to do: {alert['what_to_do']}")
+            self.say(f"alert: reason={alert.get('reason')}: {alert.get('what_to_do')}")
         self.results.append(
             (
-                "the invalid request is rejected, alerted, and creates nothing",
-                result.outcome.value == "rejected"
-                and alert is not None
-                and self._creates() == before,
+                "user-code failure -> retried per policy -> alert",
+                run.status.value == "FAILED" and len(run.attempts) == 2 and alert is not None,
             )
         )
+
+    def invalid_request(self) -> None:
+        self.chapter("6. an invalid request: an unknown parameter the template does not take")
+        before = len(self.vertex.created_jobs())
+        body = {"template": "resnet-a100", "params": {"image": "evil.example/miner:latest"}}
+        message_id = self.stack.pubsub.publish(
+            _requests_topic(self.stack), json.dumps(body).encode(), REQUEST_ATTRIBUTES
+        )
+        run = self.follow(_by_message(message_id), _status("REJECTED"))
+        alert = self.wait_for_message(self.alerts, run.run_id)
+        if alert:
+            self.say(f"alert: reason={alert.get('reason')}: {alert.get('message')}")
+        self.results.append(
+            (
+                "invalid request -> rejected with reasons, alerted, nothing created",
+                run.status.value == "REJECTED"
+                and alert is not None
+                and len(self.vertex.created_jobs()) == before,
+            )
+        )
+
+    def scheduled_retrain(self) -> None:
+        self.chapter("7. the config's schedule nightly-retrain fires (Cloud Scheduler stand-in)")
+        self.stack.scheduler.fire("nightly-retrain")
+        run = self.follow(
+            lambda r: r.run_key.startswith("schedule:nightly-retrain@"), _has_state("QUEUED")
+        )
+        self.results.append(("scheduled retrain -> a run and its job", bool(run.attempts)))
 
     # --- helpers -----------------------------------------------------------------------------
 
-    def _watch(self, job_name: str, until: Callable[[str], bool], timeout: float = 60) -> str:
-        """Print the job's state changes until ``until(state)``; the last state seen."""
-        deadline = time.monotonic() + timeout
-        seen = ""
-        while time.monotonic() < deadline:
-            state = self._get_job(job_name).state.name
-            if state != seen:
-                self.say(f"  {job_name.rsplit('/', 1)[-1]}: {state}")
-                seen = state
-            if until(state):
-                break
-            time.sleep(0.2)
-        return seen
-
-    def _get_job(self, name: str) -> aiplatform_v1.CustomJob:
-        from shared import vertex
-
-        return vertex.get_custom_job(name)
-
-    def _creates(self) -> int:
-        return len(self._admin("GET", "requests?method=CreateCustomJob")["requests"])
-
-    def _admin(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
-        data = json.dumps(body).encode() if body is not None else None
-        request = urllib.request.Request(self.admin_url + path, data=data, method=method)
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return json.loads(response.read() or b"{}")
-
-    def _pull_alert(self) -> dict[str, Any] | None:
-        from google.cloud import pubsub_v1
-
-        subscriber = pubsub_v1.SubscriberClient()
-        name = f"projects/{PROJECT}/subscriptions/{ALERTS_SUBSCRIPTION}"
-        response = subscriber.pull(subscription=name, max_messages=10, timeout=10)
-        if not response.received_messages:
-            return None
-        subscriber.acknowledge(
-            subscription=name, ack_ids=[m.ack_id for m in response.received_messages]
+    def publish_request(self, template: str, dataset_uri: str) -> str:
+        body = {"template": template, "params": {"dataset_uri": dataset_uri}}
+        message_id = self.stack.pubsub.publish(
+            _requests_topic(self.stack), json.dumps(body).encode(), REQUEST_ATTRIBUTES
         )
-        return json.loads(response.received_messages[-1].message.data)
+        self.say(f"published a request for {template} (message {message_id})")
+        return message_id
 
-    def _print_ledger(self) -> None:
-        from shared.ledger import RunStatus, default_ledger
+    def follow(self, which: Callable[[Run], bool], done: Callable[[Run], bool]) -> Run:
+        """Print the run's progress from the ledger until ``done``; the last run read."""
+        deadline = time.monotonic() + WAIT_SECONDS
+        shown = ""
+        run: Run | None = None
+        while time.monotonic() < deadline:
+            run = next((r for r in self._runs() if which(r)), run)
+            if run is not None:
+                line = _progress(run)
+                if line != shown:
+                    self.say(f"  {line}")
+                    shown = line
+                if done(run):
+                    return run
+            time.sleep(0.3)
+        if run is None:
+            raise TimeoutError(f"no run appeared in the ledger within {WAIT_SECONDS:g} s")
+        self.say(f"  (still {run.status.value} after {WAIT_SECONDS:g} s)")
+        return run
 
-        self.say("runs in the ledger (Firestore):")
-        for snapshot in default_ledger(PROJECT).list_runs(list(RunStatus)[:10], limit=50):
-            run = snapshot.run
-            jobs = ", ".join(a.job_name.rsplit("/", 1)[-1] for a in run.attempts if a.job_name)
-            self.say(f"  {run.run_id}  {run.status.value:<10} {run.run_key}  jobs: {jobs or '-'}")
+    def wait_for_message(self, reader: TopicReader, run_id: str) -> dict[str, Any] | None:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            found = reader.find(lambda body: body.get("run_id") == run_id)
+            if found is not None:
+                return found
+            time.sleep(0.3)
+        return None
 
-    @staticmethod
-    def _topic(name: str) -> str:
-        return f"projects/{PROJECT}/topics/{name}"
+    def _runs(self) -> list[Run]:
+        from shared.ledger import RunStatus
+
+        return [snapshot.run for snapshot in self.ledger.list_runs(list(RunStatus), limit=500)]
 
 
-def _object_event(blob: Any) -> CloudEvent:
-    """What Eventarc delivers for a finalized object (int64 fields as JSON strings)."""
-    blob.reload()
-    return CloudEvent(
-        {
-            "type": "google.cloud.storage.object.v1.finalized",
-            "source": f"//storage.googleapis.com/projects/_/buckets/{blob.bucket.name}",
-            "subject": f"objects/{blob.name}",
-            "id": f"{blob.bucket.name}/{blob.name}/{blob.generation}",
-            "time": datetime.now(UTC).isoformat(),
-        },
-        {
-            "bucket": blob.bucket.name,
-            "name": blob.name,
-            "generation": str(blob.generation),
-            "metageneration": str(blob.metageneration or 1),
-            "size": str(blob.size or 0),
-            "contentType": blob.content_type or "application/octet-stream",
-        },
+def _progress(run: Run) -> str:
+    attempts = ", ".join(
+        f"#{a.number} {a.region} {a.state.removeprefix('JOB_STATE_')}" for a in run.attempts
     )
+    return f"{run.run_id} {run.status.value:<13} attempts: {attempts or '-'}"
 
 
-def _request_event(body: dict[str, Any], attributes: dict[str, str]) -> CloudEvent:
-    """What Eventarc delivers for a message published on the requests topic."""
-    message_id = str(uuid.uuid4().int % 10**16)
-    return CloudEvent(
-        {
-            "type": "google.cloud.pubsub.topic.v1.messagePublished",
-            "source": f"//pubsub.googleapis.com/projects/{PROJECT}/topics/training-requests",
-            "id": message_id,
-        },
-        {
-            "message": {
-                "data": base64.b64encode(json.dumps(body).encode()).decode(),
-                "attributes": attributes,
-                "messageId": message_id,
-                "publishTime": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
-            },
-            "subscription": f"projects/{PROJECT}/subscriptions/dispatch",
-        },
-    )
+def _status(*wanted: str) -> Callable[[Run], bool]:
+    return lambda run: run.status.value in wanted
 
 
-@contextmanager
-def _logs_to(path: Path) -> Iterator[None]:
-    """Send the structured logs to ``path`` for the block, so the console shows only the story."""
-    with path.open("a", encoding="utf-8") as stream:
-        logs.configure(logging.INFO, stream)
-        try:
-            yield
-        finally:
-            logging.getLogger().handlers.clear()
+def _has_state(state: str) -> Callable[[Run], bool]:
+    return lambda run: any(a.state.endswith(state) for a in run.attempts)
 
 
-def _wait_for_interrupt(narrator: Narrator, env: dict[str, str]) -> None:
-    narrator.say("the emulators keep running; point your tools at them with:")
-    for name, value in sorted(env.items()):
+def _by_message(message_id: str) -> Callable[[Run], bool]:
+    return lambda run: run.run_key == f"request-message:{message_id}"
+
+
+def _run_label(job: dict[str, Any]) -> str | None:
+    labels: dict[str, str] = job.get("labels", {})
+    return labels.get("vd-run")
+
+
+def _requests_topic(stack: LocalStack) -> str:
+    return stack.config.requests_topic or ""
+
+
+def _wait_for_interrupt(narrator: Narrator, stack: LocalStack) -> None:
+    narrator.say("the stack keeps running; point your tools at it with:")
+    for name, value in sorted(stack.env.items()):
         print(f"  export {name}={value}")
-    narrator.say("press Ctrl-C to stop")
+    for target, server in stack.functions.items():
+        print(f"  # {target}: {server.url}")
+    narrator.say(f"logs: {stack.log_dir}; press Ctrl-C to stop")
     try:
         while True:
             time.sleep(3600)

@@ -1,0 +1,119 @@
+"""End to end on the local stack: triggers go in through the bucket and the requests topic only."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+
+import pytest
+
+from emulator_stack.local_stack import LocalStack
+from emulator_stack.observe import TopicReader, VertexAdmin, upload_object
+from shared.ledger import Ledger, Run, RunStatus
+
+pytestmark = pytest.mark.integration
+
+WAIT_SECONDS = 30.0
+
+
+def wait_for_run(ledger: Ledger, which: Callable[[Run], bool], done: Callable[[Run], bool]) -> Run:
+    deadline = time.monotonic() + WAIT_SECONDS
+    last: Run | None = None
+    while time.monotonic() < deadline:
+        runs = [snapshot.run for snapshot in ledger.list_runs(list(RunStatus), limit=500)]
+        last = next((run for run in runs if which(run)), last)
+        if last is not None and done(last):
+            return last
+        time.sleep(0.3)
+    raise AssertionError(f"run not done within {WAIT_SECONDS:g} s; last seen: {last}")
+
+
+def publish(stack: LocalStack, body: dict[str, object]) -> str:
+    topic = stack.config.requests_topic or ""
+    return stack.pubsub.publish(topic, json.dumps(body).encode(), {"kind": "train"})
+
+
+def by_message(message_id: str) -> Callable[[Run], bool]:
+    return lambda run: run.run_key == f"request-message:{message_id}"
+
+
+def test_a_marker_among_shards_starts_exactly_one_flex_start_job(
+    local_stack: LocalStack, ledger: Ledger, vertex: VertexAdmin
+) -> None:
+    prefix = "imagenet/e2e-2026-12-02"
+    for index in range(5):
+        upload_object(local_stack.storage.url, "demo-datasets", f"{prefix}/s-{index}", b"x")
+    upload_object(local_stack.storage.url, "demo-datasets", f"{prefix}/_SUCCESS", b"\n")
+
+    run = wait_for_run(ledger, lambda r: f"/{prefix}/" in r.run_key, lambda r: bool(r.attempts))
+
+    jobs = [j for j in vertex.created_jobs() if j.get("labels", {}).get("vd-run") == run.run_id]
+    assert len(jobs) == 1
+    assert jobs[0]["jobSpec"]["scheduling"]["strategy"] in ("FLEX_START", 6)
+
+
+@pytest.mark.parametrize(
+    ("template", "final_statuses", "attempt_regions", "alert_reason"),
+    [
+        # No H100 in us-central1: the 20m wait expires, the next placement is us-east4.
+        ("llm-h100", {"RUNNING", "SUCCEEDED"}, ["us-central1", "us-east4"], None),
+        # User code fails twice; the policy allows one user-code retry, then alerts.
+        ("flaky-eval", {"FAILED"}, ["us-central1", "us-central1"], "retries_exhausted"),
+    ],
+)
+def test_a_request_ends_as_its_failure_class_says(
+    local_stack: LocalStack,
+    ledger: Ledger,
+    alerts: TopicReader,
+    template: str,
+    final_statuses: set[str],
+    attempt_regions: list[str],
+    alert_reason: str | None,
+) -> None:
+    message_id = publish(
+        local_stack, {"template": template, "params": {"dataset_uri": f"gs://d/{template}/"}}
+    )
+
+    run = wait_for_run(ledger, by_message(message_id), lambda r: r.status.value in final_statuses)
+
+    assert [attempt.region for attempt in run.attempts] == attempt_regions
+    if alert_reason is not None:
+        deadline = time.monotonic() + 10
+        while alerts.find(lambda a: a.get("run_id") == run.run_id) is None:
+            assert time.monotonic() < deadline, "no alert for the run"
+            time.sleep(0.3)
+        alert = alerts.find(lambda a: a.get("run_id") == run.run_id)
+        assert alert is not None and alert["reason"] == alert_reason
+
+
+def test_an_invalid_request_is_rejected_alerted_and_creates_nothing(
+    local_stack: LocalStack, ledger: Ledger, alerts: TopicReader, vertex: VertexAdmin
+) -> None:
+    before = len(vertex.requests("CreateCustomJob"))
+    message_id = publish(local_stack, {"template": "resnet-a100", "params": {"image": "evil"}})
+
+    run = wait_for_run(ledger, by_message(message_id), lambda r: r.status == RunStatus.REJECTED)
+
+    deadline = time.monotonic() + 10
+    while alerts.find(lambda a: a.get("run_id") == run.run_id) is None:
+        assert time.monotonic() < deadline, "no alert for the rejected run"
+        time.sleep(0.3)
+    assert run.attempts == ()
+    assert len(vertex.requests("CreateCustomJob")) == before
+
+
+def test_a_fired_schedule_opens_a_run(local_stack: LocalStack, ledger: Ledger) -> None:
+    local_stack.scheduler.fire("nightly-retrain")
+
+    run = wait_for_run(
+        ledger,
+        lambda r: r.run_key.startswith("schedule:nightly-retrain@"),
+        lambda r: bool(r.attempts),
+    )
+
+    assert run.template == "resnet-a100"
+
+
+def test_every_component_is_healthy(local_stack: LocalStack) -> None:
+    assert local_stack.health() == dict.fromkeys(local_stack.health(), True)
