@@ -96,12 +96,22 @@ def notify(
             logger,
             logging.WARNING,
             f"alert webhook ({settings.format.value}, URL from {settings.url_env}) failed: "
-            f"{error}; the alert still went to the alerts topic and the log. Check the URL "
-            "and the receiver, or raise alert_webhook.timeout if it is slow",
+            f"{_failure(error)}; the alert still went to the alerts topic and the log. Check "
+            "the URL and the receiver, or raise alert_webhook.timeout if it is slow",
             labels=labels,
         )
         return False
     return True
+
+
+def _failure(error: Exception) -> str:
+    """What went wrong, without the error's text: it may quote the URL, which holds a secret."""
+    if isinstance(error, urllib.error.HTTPError):
+        return f"HTTP {error.code}"
+    reason = error.reason if isinstance(error, urllib.error.URLError) else error
+    if isinstance(reason, TimeoutError):
+        return "timed out"
+    return f"{type(reason).__name__} (no answer)"
 
 
 def _post_json(url: str, body: Mapping[str, Any], timeout: timedelta) -> None:

@@ -130,8 +130,8 @@ def test_alert_text_names_run_reason_attempts_and_fix() -> None:
 @pytest.mark.parametrize(
     ("status", "delay_seconds", "timeout", "expected_in_log"),
     [
-        (500, 0.0, 2.0, "HTTP Error 500"),
-        (404, 0.0, 2.0, "HTTP Error 404"),
+        (500, 0.0, 2.0, "HTTP 500"),
+        (404, 0.0, 2.0, "HTTP 404"),
         (200, 3.0, 0.3, "timed out"),
     ],
     ids=["server-error", "not-found", "hangs-past-timeout"],
@@ -158,6 +158,7 @@ def test_a_failing_receiver_is_logged_never_raised(
     assert record.levelno == logging.WARNING
     assert expected_in_log in record.getMessage()
     assert URL_ENV in record.getMessage()
+    assert receiver.url not in record.getMessage()  # the URL is a secret: never logged
 
 
 @pytest.mark.parametrize(
