@@ -1,0 +1,233 @@
+"""``python -m bench``: run every measurement of issue 7, print one table, write the raw JSON.
+
+Starts its own emulators (Pub/Sub, Firestore, Vertex AI with a frozen clock) with
+``emulator_stack``, runs the cold starts and the three workloads in fresh processes, and stops
+everything. ``--smoke`` runs only the cold starts that need no emulator, once each (a few
+seconds), for CI. Progress goes to stderr; the table is the only thing on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Mapping
+from dataclasses import asdict
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bench import coldstart, report
+from bench.coldstart import COLD_CASES, ColdCase, Scenario, Subject
+from bench.workloads import RESULT_PREFIX as WORKLOAD_RESULT_PREFIX
+
+BENCH_DIR = Path(__file__).resolve().parent
+RESULTS_DIR = BENCH_DIR / "results"
+DISPATCH_CONFIG = BENCH_DIR / "dispatch-config.yaml"
+EMULATOR_CONFIG = BENCH_DIR / "vertex-emulator.yaml"
+PROJECT = "local-project"
+TOPICS = ("bench-alerts", "bench-requests", "vertex-dispatch-job-events")
+WORKLOAD_TIMEOUT_SECONDS = 240
+JOB_REGION = "us-central1"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    started = time.perf_counter()
+    env = coldstart.child_environment(
+        {"VERTEX_DISPATCH_CONFIG": str(DISPATCH_CONFIG), "GOOGLE_CLOUD_PROJECT": PROJECT}
+    )
+    results: dict[str, Any] = {
+        "started_at": datetime.now(UTC).isoformat(),
+        "command": " ".join([Path(sys.executable).name, "-m", "bench", *(argv or sys.argv[1:])]),
+        "machine": machine(),
+        "settings": {
+            "repeat": 1 if args.smoke else args.repeat,
+            "shards": args.shards,
+            "runs": args.runs,
+            "submissions": args.submissions,
+            "smoke": args.smoke,
+        },
+    }
+    if args.smoke:
+        smoke_cases = [c for c in COLD_CASES if c.subject != Subject.BASELINE][:2]
+        cold = coldstart.measure(smoke_cases, 1, env, _event_arg([]))
+    else:
+        cold = _full_run(args, env, results)
+    results["cold_start"] = _summarized(cold)
+    results["wall_seconds"] = time.perf_counter() - started
+    rows = report.all_rows(results)
+    results["table"] = [asdict(row) for row in rows]
+    print(report.render_table(rows))
+    json_path = args.json or RESULTS_DIR / f"bench-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    json_path.write_text(json.dumps(results, indent=2, default=str) + "\n", encoding="utf-8")
+    _progress(f"raw numbers: {json_path}; {results['wall_seconds']:.0f} s in all")
+    return 0
+
+
+def _full_run(
+    args: argparse.Namespace, env: dict[str, str], results: dict[str, Any]
+) -> dict[tuple[str, str], list[dict[str, object]]]:
+    from emulator_stack import (
+        FirestoreEmulator,
+        VertexAIEmulator,
+        scoped_environ,
+        start_emulators,
+        start_vertex_ai_emulator,
+    )
+
+    # (1a) needs no emulator: measured first, on a machine not also running them.
+    unmatched = [c for c in COLD_CASES if c.scenario == Scenario.UNMATCHED]
+    _progress(f"cold starts (1a): {len(unmatched)} cases x {args.repeat} ...")
+    cold = coldstart.measure(unmatched, args.repeat, env, _event_arg([]))
+    log_dir = Path(tempfile.mkdtemp(prefix="vertex-dispatch-bench-"))
+    _progress(f"starting the emulators (logs in {log_dir}) ...")
+    frozen_vertex = functools.partial(
+        start_vertex_ai_emulator, config=EMULATOR_CONFIG, time_scale=0
+    )
+    with (
+        start_emulators(
+            ["pubsub", "firestore", "vertex-ai"], log_dir, launchers={"vertex-ai": frozen_vertex}
+        ) as stack,
+        scoped_environ(stack.env),
+    ):
+        from bench import vertex_log
+
+        env.update(stack.env)
+        _create_topics(stack.env["PUBSUB_EMULATOR_HOST"])
+        firestore = stack.get("firestore", FirestoreEmulator)
+        vertex = stack.get("vertex-ai", VertexAIEmulator)
+
+        submit = [c for c in COLD_CASES if c.scenario == Scenario.SUBMIT]
+        _progress(f"cold starts (1b): {len(submit)} cases x {args.repeat} ...")
+        cold |= coldstart.measure(submit, args.repeat, env, _event_arg([]))
+        jobs = vertex_log.jobs_with_label(JOB_REGION, "vd-run")
+        state_cases = [c for c in COLD_CASES if c.scenario == Scenario.JOB_STATE]
+        _progress(f"cold starts (1c): {len(state_cases)} cases x {args.repeat} ...")
+        cold |= coldstart.measure(state_cases, args.repeat, env, _event_arg(jobs))
+
+        for name, size in (
+            ("warm", args.submissions),
+            ("burst", args.shards),
+            ("reconcile", args.runs),
+        ):
+            firestore.reset(PROJECT)
+            vertex.reset()
+            _progress(f"workload {name} ({size}) ...")
+            results[name] = run_workload(name, size, env)
+    return cold
+
+
+def _event_arg(job_names: list[str]) -> Any:
+    """Each case's event: a fresh marker generation per sample (so each submits a new run)."""
+    base_generation = time.time_ns() // 1000
+
+    def event_arg(case: ColdCase, repetition: int) -> str:
+        if case.event_kind == "job_state":
+            if not job_names:
+                raise coldstart.ColdStartFailed(
+                    "no job of vertex-dispatch was found for the job-state cold starts: the (1b) "
+                    "cold starts should have created them; see the emulator logs"
+                )
+            return job_names[repetition % len(job_names)]
+        return str(base_generation + repetition * len(COLD_CASES) + COLD_CASES.index(case))
+
+    return event_arg
+
+
+def run_workload(name: str, size: int, env: Mapping[str, str]) -> dict[str, Any]:
+    """Run ``bench.workloads NAME SIZE`` in a fresh process; its result line, parsed."""
+    completed = subprocess.run(
+        [sys.executable, "-m", "bench.workloads", name, str(size)],
+        cwd=coldstart.REPO_ROOT,
+        env=dict(env),
+        capture_output=True,
+        text=True,
+        timeout=WORKLOAD_TIMEOUT_SECONDS,
+        check=False,
+    )
+    for line in reversed(completed.stdout.splitlines()):
+        if line.startswith(WORKLOAD_RESULT_PREFIX):
+            return json.loads(line.removeprefix(WORKLOAD_RESULT_PREFIX))
+    raise RuntimeError(
+        f"workload {name} exited {completed.returncode} without a result; its stderr ends:\n"
+        f"{completed.stderr[-3000:]}"
+    )
+
+
+def _summarized(
+    cold: Mapping[tuple[str, str], list[dict[str, object]]],
+) -> dict[str, dict[str, Any]]:
+    summary: dict[str, dict[str, Any]] = {}
+    for (subject, scenario), samples in cold.items():
+        summary.setdefault(subject, {})[scenario] = {
+            **report.summarize_cold(samples),
+            "raw": samples,
+        }
+    return summary
+
+
+def _create_topics(pubsub_host: str) -> None:
+    """The topics the config names, over the emulator's REST API (no client import here)."""
+    for topic in TOPICS:
+        url = f"http://{pubsub_host}/v1/projects/{PROJECT}/topics/{topic}"
+        urllib.request.urlopen(urllib.request.Request(url, method="PUT"), timeout=10).close()
+
+
+def machine() -> dict[str, Any]:
+    """What the numbers were measured on."""
+    cpu = "unknown"
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    memory_kib = 0
+    meminfo = Path("/proc/meminfo")
+    if meminfo.exists():
+        memory_kib = int(meminfo.read_text().split()[1])
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "memory_gib": round(memory_kib / 1024 / 1024, 1),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
+
+
+def _progress(message: str) -> None:
+    print(f"bench: {message}", file=sys.stderr, flush=True)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("--repeat", type=int, default=7, help="cold starts per case (default 7)")
+    parser.add_argument(
+        "--shards", type=int, default=10_000, help="burst: shard events (default 10000)"
+    )
+    parser.add_argument("--runs", type=int, default=2000, help="reconcile: active runs (2000)")
+    parser.add_argument(
+        "--submissions", type=int, default=50, help="warm path: FLEX_START submissions (50)"
+    )
+    parser.add_argument(
+        "--json", type=Path, help="where to write the raw numbers (default bench/results/)"
+    )
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="only the cold starts that need no emulator, once each (CI)",
+    )
+    return parser
+
+
+if __name__ == "__main__":
+    sys.exit(main())

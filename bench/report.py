@@ -1,0 +1,328 @@
+"""The benchmark's one table: every figure against its target (issue 7), from the raw results.
+
+Pure functions over the raw-results dict that ``bench.__main__`` also writes as JSON, so the
+table can be rebuilt from a saved run and tested without running anything. A section missing
+from the results (a ``--smoke`` run, a workload left out) is printed as "not run".
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+FLOOR, OURS, BASELINE = "floor", "vertex-dispatch", "baseline"
+UNMATCHED, SUBMIT, JOB_STATE = "unmatched", "submit", "job_state"
+
+UNMATCHED_VS_FLOOR_MAX = 1.5  # (1a) time and memory within 1.5x the floor
+SUBMIT_TIME_VS_BASELINE_MAX = 0.5  # (1b) under half the baseline's time
+SUBMIT_RSS_VS_BASELINE_MAX = 0.7  # (1b) under 70% of its memory
+LEDGER_ROUND_TRIPS_MAX = 3
+BURST_EVENTS_PER_SECOND_MIN = 1000
+SCENARIO_TITLES = {
+    UNMATCHED: "(1a) cold start, object event matching no route",
+    SUBMIT: "(1b) cold start, marker submitting a FLEX_START job",
+    JOB_STATE: "(1c) cold start, job-state event",
+}
+
+
+class Verdict(StrEnum):
+    MET = "met"
+    MISSED = "MISSED"
+    INFO = "-"  # a figure the issue asks for without a target
+    NOT_RUN = "not run"
+
+
+@dataclass(frozen=True)
+class Row:
+    figure: str
+    measured: str
+    target: str
+    verdict: Verdict
+
+
+def summarize_cold(samples: list[Mapping[str, Any]]) -> dict[str, Any]:
+    """Median and max of wall time and peak RSS over one case's cold-start samples."""
+    seconds = [float(s["seconds"]) for s in samples]
+    rss = [float(s["peak_rss_mib"]) for s in samples]
+    return {
+        "samples": len(samples),
+        "median_seconds": statistics.median(seconds),
+        "max_seconds": max(seconds),
+        "median_rss_mib": statistics.median(rss),
+        "max_rss_mib": max(rss),
+        "cloud_clients_imported": sorted(
+            {name for s in samples for name in s.get("cloud_clients_imported", [])}
+        ),
+    }
+
+
+def _verdict(met: bool) -> Verdict:
+    return Verdict.MET if met else Verdict.MISSED
+
+
+def _at_most(value: float, limit: float) -> Verdict:
+    return _verdict(value <= limit)
+
+
+def _below(value: float, limit: float) -> Verdict:
+    return _verdict(value < limit)
+
+
+def _ratio(value: float, reference: float | None) -> str:
+    return f"{value / reference:.2f}x" if reference else "n/a"
+
+
+def cold_rows(cold: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> list[Row]:
+    """Rows of section (1): our cold starts against the floor and the baseline."""
+    floor = cold.get(FLOOR, {}).get(UNMATCHED)
+    rows: list[Row] = []
+    if floor:
+        rows.append(
+            Row(
+                "floor: hello-world CloudEvent function (functions-framework)",
+                f"{floor['median_seconds']:.3f} s (max {floor['max_seconds']:.3f}), "
+                f"{floor['median_rss_mib']:.1f} MiB",
+                "reference",
+                Verdict.INFO,
+            )
+        )
+    for scenario, title in SCENARIO_TITLES.items():
+        ours = cold.get(OURS, {}).get(scenario)
+        baseline = cold.get(BASELINE, {}).get(scenario)
+        if baseline:
+            rows.append(
+                Row(
+                    f"{title}: seed-style baseline",
+                    f"{baseline['median_seconds']:.3f} s (max {baseline['max_seconds']:.3f}), "
+                    f"{baseline['median_rss_mib']:.1f} MiB (max {baseline['max_rss_mib']:.1f})",
+                    "reference",
+                    Verdict.INFO,
+                )
+            )
+        if not ours:
+            rows.append(Row(title, "", "", Verdict.NOT_RUN))
+            continue
+        rows.extend(_our_cold_rows(scenario, title, ours, floor, baseline))
+    return rows
+
+
+def _our_cold_rows(
+    scenario: str,
+    title: str,
+    ours: Mapping[str, Any],
+    floor: Mapping[str, Any] | None,
+    baseline: Mapping[str, Any] | None,
+) -> list[Row]:
+    seconds, rss = ours["median_seconds"], ours["median_rss_mib"]
+    floor_s = floor["median_seconds"] if floor else None
+    floor_rss = floor["median_rss_mib"] if floor else None
+    base_s = baseline["median_seconds"] if baseline else None
+    base_rss = baseline["median_rss_mib"] if baseline else None
+    time_text = (
+        f"{seconds:.3f} s (max {ours['max_seconds']:.3f}) = {_ratio(seconds, floor_s)} floor, "
+        f"{_ratio(seconds, base_s)} baseline"
+    )
+    rss_text = (
+        f"{rss:.1f} MiB (max {ours['max_rss_mib']:.1f}) = {_ratio(rss, floor_rss)} floor, "
+        f"{_ratio(rss, base_rss)} baseline"
+    )
+    if scenario == UNMATCHED:
+        clients = ours["cloud_clients_imported"]
+        return [
+            Row(
+                f"{title}: time",
+                time_text,
+                f"<= {UNMATCHED_VS_FLOOR_MAX}x floor",
+                _at_most(seconds / floor_s, UNMATCHED_VS_FLOOR_MAX) if floor_s else Verdict.NOT_RUN,
+            ),
+            Row(
+                f"{title}: peak RSS",
+                rss_text,
+                f"<= {UNMATCHED_VS_FLOOR_MAX}x floor",
+                _at_most(rss / floor_rss, UNMATCHED_VS_FLOOR_MAX) if floor_rss else Verdict.NOT_RUN,
+            ),
+            Row(
+                f"{title}: cloud clients imported",
+                ", ".join(clients) or "none",
+                "none",
+                _verdict(not clients),
+            ),
+        ]
+    if scenario == SUBMIT:
+        time_ratio = seconds / base_s if base_s else None
+        rss_ratio = rss / base_rss if base_rss else None
+        return [
+            Row(
+                f"{title}: time",
+                time_text,
+                f"< {SUBMIT_TIME_VS_BASELINE_MAX}x baseline",
+                _below(time_ratio, SUBMIT_TIME_VS_BASELINE_MAX) if time_ratio else Verdict.NOT_RUN,
+            ),
+            Row(
+                f"{title}: peak RSS",
+                rss_text,
+                f"< {SUBMIT_RSS_VS_BASELINE_MAX}x baseline",
+                _below(rss_ratio, SUBMIT_RSS_VS_BASELINE_MAX) if rss_ratio else Verdict.NOT_RUN,
+            ),
+        ]
+    return [
+        Row(f"{title}: time", time_text, "no target", Verdict.INFO),
+        Row(f"{title}: peak RSS", rss_text, "no target", Verdict.INFO),
+    ]
+
+
+def warm_rows(warm: Mapping[str, Any] | None) -> list[Row]:
+    """Rows of section (2): latency and remote calls on a warm instance."""
+    title = "(2) warm path"
+    if not warm:
+        return [Row(title, "", "", Verdict.NOT_RUN)]
+    flex, pool, state = warm["flex_start"], warm["persistent_resource"], warm["job_state"]
+    return [
+        Row(
+            f"{title}: FLEX_START submission latency",
+            f"p50 {flex['p50_seconds'] * 1000:.1f} ms, p99 {flex['p99_seconds'] * 1000:.1f} ms "
+            f"({flex['count']} submissions)",
+            "no target",
+            Verdict.INFO,
+        ),
+        Row(
+            f"{title}: Vertex AI calls per FLEX_START submission",
+            f"max {flex['vertex_calls_max']} {_methods(flex)}",
+            "1 CreateCustomJob",
+            _verdict(flex["vertex_calls_by_method"] == {"CreateCustomJob": flex["count"]}),
+        ),
+        Row(
+            f"{title}: persistent-resource submission latency",
+            f"p50 {pool['p50_seconds'] * 1000:.1f} ms, p99 {pool['p99_seconds'] * 1000:.1f} ms "
+            f"({pool['count']} submissions)",
+            "no target",
+            Verdict.INFO,
+        ),
+        Row(
+            f"{title}: Vertex AI calls per persistent-resource submission",
+            f"max {pool['vertex_calls_max']} {_methods(pool)}",
+            "1 CreateCustomJob + 1 GetPersistentResource",
+            _at_most(pool["vertex_calls_max"], 2),
+        ),
+        Row(
+            f"{title}: ledger round trips per submission",
+            f"max {max(flex['ledger_round_trips_max'], pool['ledger_round_trips_max'])} "
+            f"(mean {flex['ledger_round_trips_mean']:.1f} FLEX_START, "
+            f"{pool['ledger_round_trips_mean']:.1f} persistent resource)",
+            f"<= {LEDGER_ROUND_TRIPS_MAX}",
+            _at_most(
+                max(flex["ledger_round_trips_max"], pool["ledger_round_trips_max"]),
+                LEDGER_ROUND_TRIPS_MAX,
+            ),
+        ),
+        Row(
+            f"{title}: job-state event latency",
+            f"p50 {state['p50_seconds'] * 1000:.1f} ms, p99 {state['p99_seconds'] * 1000:.1f} ms",
+            "no target",
+            Verdict.INFO,
+        ),
+        Row(
+            f"{title}: Vertex AI reads per job-state event",
+            f"max {state['vertex_calls_max']} {_methods(state)}; ledger round trips max "
+            f"{state['ledger_round_trips_max']}",
+            "<= 1",
+            _at_most(state["vertex_calls_max"], 1),
+        ),
+    ]
+
+
+def _methods(summary: Mapping[str, Any]) -> str:
+    count = summary["count"]
+    per_event = ", ".join(
+        f"{method} {calls / count:g}"
+        for method, calls in sorted(summary["vertex_calls_by_method"].items())
+    )
+    return f"(per event: {per_event or 'none'})"
+
+
+def burst_rows(burst: Mapping[str, Any] | None) -> list[Row]:
+    """Rows of section (3): one instance under a dataset's worth of events."""
+    title = "(3) burst"
+    if not burst:
+        return [Row(title, "", "", Verdict.NOT_RUN)]
+    shards = burst["shard_events"] // 2
+    return [
+        Row(
+            f"{title}: unmatched events per second",
+            f"{burst['unmatched_events_per_second']:,.0f}/s ({shards:,} shards x 2 deliveries; "
+            f"all events incl. marker {burst['events_per_second']:,.0f}/s)",
+            f">= {BURST_EVENTS_PER_SECOND_MIN:,}/s",
+            _verdict(burst["unmatched_events_per_second"] >= BURST_EVENTS_PER_SECOND_MIN),
+        ),
+        Row(
+            f"{title}: jobs created",
+            f"{burst['jobs_created']} (outcomes {burst['outcomes']})",
+            "exactly 1",
+            _verdict(burst["jobs_created"] == 1),
+        ),
+        Row(
+            f"{title}: peak RSS",
+            f"{burst['peak_rss_mib']:.1f} MiB ({burst['peak_rss_after_shards_mib']:.1f} MiB "
+            "before the marker)",
+            "no target",
+            Verdict.INFO,
+        ),
+    ]
+
+
+def reconcile_rows(reconcile: Mapping[str, Any] | None) -> list[Row]:
+    """Rows of section (4): one reconcile tick over many active runs."""
+    title = "(4) reconcile"
+    if not reconcile:
+        return [Row(title, "", "", Verdict.NOT_RUN)]
+    runs, regions = reconcile["runs"], len(reconcile["regions"])
+    return [
+        Row(
+            f"{title}: Vertex AI calls, {runs:,} runs in {regions} regions",
+            f"{reconcile['vertex_calls']} {reconcile['vertex_calls_by_method']} "
+            f"(page size {reconcile['page_size']}; {reconcile['jobs_not_listed']} jobs not "
+            f"listed, {reconcile['hints_published']} hints)",
+            f"<= 2 x ceil(runs / page size) + regions = {reconcile['vertex_calls_target']}",
+            _at_most(reconcile["vertex_calls"], reconcile["vertex_calls_target"]),
+        ),
+        Row(
+            f"{title}: wall time of one tick",
+            f"{reconcile['tick_seconds']:.2f} s ({reconcile['runs_read']:,} runs read, "
+            f"{reconcile['jobs_listed']:,} jobs listed)",
+            "no target",
+            Verdict.INFO,
+        ),
+    ]
+
+
+SECTIONS: tuple[tuple[str, Callable[[Any], list[Row]]], ...] = (
+    ("cold_start", cold_rows),
+    ("warm", warm_rows),
+    ("burst", burst_rows),
+    ("reconcile", reconcile_rows),
+)
+
+
+def all_rows(results: Mapping[str, Any]) -> list[Row]:
+    """Every row of the table, in the issue's order."""
+    rows: list[Row] = []
+    for key, build in SECTIONS:
+        section = results.get(key)
+        if key == "cold_start":
+            rows.extend(build(section or {}))
+        else:
+            rows.extend(build(section))
+    return rows
+
+
+def render_table(rows: list[Row]) -> str:
+    """The rows as one Markdown table (it reads in a terminal and pastes into the docs)."""
+    lines = [
+        "| figure | measured | target | verdict |",
+        "|---|---|---|---|",
+        *(f"| {r.figure} | {r.measured} | {r.target} | {r.verdict} |" for r in rows),
+    ]
+    return "\n".join(lines)

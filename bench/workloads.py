@@ -1,0 +1,287 @@
+"""The warm-path, burst and reconcile workloads, each run in a fresh process of its own.
+
+``python -m bench.workloads NAME SIZE`` runs one workload against the emulators the environment
+names (the driver, ``bench.__main__``, starts them and resets them between workloads) and prints
+one line ``RESULT_PREFIX`` + JSON. A process of its own gives each workload an honest peak RSS:
+what one Cloud Functions instance would hold after that many events.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import resource
+import statistics
+import sys
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from typing import Any
+
+from bench import events, vertex_log
+
+RESULT_PREFIX = "BENCH-WORKLOAD-RESULT "
+FIRESTORE_VARIABLE = "FIRESTORE_EMULATOR_HOST"
+POOL_REQUESTS = 10  # persistent-resource submissions in the warm path
+SEED_THREADS = 8  # concurrent creates while seeding the reconcile workload
+FIRESTORE_BATCH = 500  # Firestore's limit of writes per batch
+
+
+def peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def percentile(samples: Sequence[float], fraction: float) -> float:
+    """The nearest-rank percentile: the smallest sample with ``fraction`` of them at or below."""
+    ordered = sorted(samples)
+    rank = max(1, math.ceil(fraction * len(ordered)))
+    return ordered[rank - 1]
+
+
+def _quiet_logs() -> None:
+    """Format every log line as production does, but write it nowhere: the result is stdout."""
+    from shared import logs
+
+    logs.configure(logging.INFO, open(os.devnull, "w"))  # noqa: SIM115 (lives as long as the run)
+
+
+# --- warm path -------------------------------------------------------------------------------
+
+
+def warm_path(submissions: int) -> dict[str, Any]:
+    """Latency and remote calls of FLEX_START and persistent-resource submissions, and of
+    job-state events, on an instance that has already handled one event (clients built)."""
+    from bench import callcount
+
+    callcount.install()
+    _quiet_logs()
+    from shared.dispatch import default_services, dispatch_event
+    from shared.jobstate import handle_job_event
+
+    services = default_services()
+    firestore = os.environ[FIRESTORE_VARIABLE]
+    tag = uuid.uuid4().hex[:8]
+    dispatch_event(events.marker(1, prefix=f"imagenet/warmup-{tag}"), services)
+
+    ledger_methods: Counter[str] = Counter()
+
+    def measured(handle: Callable[[], Any]) -> tuple[Any, float, Counter[str], int]:
+        vertex_log.clear_requests()
+        callcount.reset()
+        started = time.perf_counter()
+        result = handle()
+        seconds = time.perf_counter() - started
+        ledger_methods.update(callcount.methods_to(firestore))
+        return result, seconds, vertex_log.request_counts(), callcount.calls_to(firestore)
+
+    flex = [
+        measured(lambda i=i: dispatch_event(events.marker(i + 2, f"imagenet/w{tag}-{i}"), services))
+        for i in range(submissions)
+    ]
+    pool = [
+        measured(lambda i=i: dispatch_event(events.pool_request(f"{tag}{i:06d}"), services))
+        for i in range(POOL_REQUESTS)
+    ]
+    submission_ledger_methods = dict(ledger_methods)
+    ledger_methods.clear()
+    job_names = [result.job_name for result, *_ in flex]
+    job_state = [
+        measured(lambda name=name: handle_job_event(events.job_state(name, name[-8:]), services))
+        for name in job_names
+    ]
+    return {
+        "flex_start": _summary(flex),
+        "persistent_resource": _summary(pool),
+        "job_state": _summary(job_state),
+        "ledger_methods_all_submissions": submission_ledger_methods,
+        "ledger_methods_all_job_state_events": dict(ledger_methods),
+        "peak_rss_mib": peak_rss_mib(),
+    }
+
+
+def _summary(samples: list[tuple[Any, float, Counter[str], int]]) -> dict[str, Any]:
+    seconds = [s for _, s, _, _ in samples]
+    vertex_calls = [sum(counts.values()) for _, _, counts, _ in samples]
+    by_method: Counter[str] = Counter()
+    for _, _, counts, _ in samples:
+        by_method.update(counts)
+    ledger_calls = [calls for *_, calls in samples]
+    return {
+        "count": len(samples),
+        "outcomes": dict(Counter(_outcome(result) for result, *_ in samples)),
+        "p50_seconds": statistics.median(seconds),
+        "p99_seconds": percentile(seconds, 0.99),
+        "max_seconds": max(seconds),
+        "vertex_calls_max": max(vertex_calls),
+        "vertex_calls_mean": statistics.fmean(vertex_calls),
+        "vertex_calls_by_method": dict(by_method),
+        "ledger_round_trips_max": max(ledger_calls),
+        "ledger_round_trips_mean": statistics.fmean(ledger_calls),
+        "samples_seconds": seconds,
+    }
+
+
+def _outcome(result: Any) -> str:
+    return str(result.outcome)
+
+
+# --- burst -----------------------------------------------------------------------------------
+
+
+def burst(shards: int) -> dict[str, Any]:
+    """``shards`` unmatched shard events and one marker, each delivered twice, one instance."""
+    _quiet_logs()
+    from shared.dispatch import default_services, dispatch_event
+
+    services = default_services()
+    generation = time.time_ns() // 1000
+    outcomes: Counter[str] = Counter()
+    vertex_log.clear_requests()
+    unmatched_seconds = 0.0
+    for index in range(shards):
+        event = events.shard(index, generation + index)
+        for _delivery in range(2):
+            started = time.perf_counter()
+            result = dispatch_event(event, services)
+            unmatched_seconds += time.perf_counter() - started
+            outcomes[_outcome(result)] += 1
+    rss_after_shards = peak_rss_mib()
+    marker_started = time.perf_counter()
+    marker = events.marker(generation + shards)
+    for _delivery in range(2):
+        outcomes[_outcome(dispatch_event(marker, services))] += 1
+    marker_seconds = time.perf_counter() - marker_started
+    return {
+        "shard_events": 2 * shards,
+        "marker_events": 2,
+        "unmatched_events_per_second": 2 * shards / unmatched_seconds,
+        "unmatched_seconds": unmatched_seconds,
+        "marker_seconds": marker_seconds,
+        "events_per_second": (2 * shards + 2) / (unmatched_seconds + marker_seconds),
+        "outcomes": dict(outcomes),
+        "jobs_created": vertex_log.request_counts()["CreateCustomJob"],
+        "peak_rss_after_shards_mib": rss_after_shards,
+        "peak_rss_mib": peak_rss_mib(),
+    }
+
+
+# --- reconcile -------------------------------------------------------------------------------
+
+
+def reconcile_at_scale(runs: int) -> dict[str, Any]:
+    """One reconcile tick over ``runs`` active runs whose jobs are spread over two regions."""
+    _quiet_logs()
+    from shared import vertex
+    from shared.dispatch import default_services
+    from shared.reconcile import reconcile
+
+    services = default_services()
+    seed_started = time.perf_counter()
+    regions = _seed_runs(services, runs)
+    seed_seconds = time.perf_counter() - seed_started
+    vertex_log.clear_requests()
+    started = time.perf_counter()
+    report = reconcile(services, services.now())
+    seconds = time.perf_counter() - started
+    calls = vertex_log.request_counts()
+    page_size = vertex.LIST_PAGE_SIZE
+    return {
+        "runs": runs,
+        "regions": regions,
+        "page_size": page_size,
+        "seed_seconds": seed_seconds,
+        "tick_seconds": seconds,
+        "vertex_calls": sum(calls.values()),
+        "vertex_calls_by_method": dict(calls),
+        "vertex_calls_target": 2 * -(-runs // page_size) + len(regions),
+        "runs_read": report.runs_read,
+        "jobs_listed": report.jobs_listed,
+        "hints_published": report.hints_published,
+        "jobs_not_listed": len(report.jobs_not_listed),
+        "errors": list(report.errors),
+        "peak_rss_mib": peak_rss_mib(),
+    }
+
+
+def _seed_runs(services: Any, runs: int) -> list[str]:
+    """Create ``runs`` real-shaped jobs (alternating the template's two placements' regions)
+    and record each as a SUBMITTED run, as dispatch would have; the regions used."""
+    from shared import clients, jobspec, runkeys, vertex
+    from shared.ledger import DEFAULT_COLLECTION, Attempt, Run, RunStatus, run_to_document
+    from shared.records import placement_record
+
+    config = services.config
+    template = config.templates["resnet-a100"]
+    placements = template.placements[:2]
+    tag = uuid.uuid4().hex[:8]
+
+    def create(index: int) -> Run:
+        run_key = f"bench-reconcile:{tag}:{index}"
+        run_id = runkeys.run_id(run_key)
+        placement = placements[index % len(placements)]
+        params = {"dataset_uri": f"gs://{events.BUCKET}/reconcile/{index}/"}
+        rendered = jobspec.render_job(
+            template,
+            params,
+            placement,
+            project=config.project,
+            default_region=config.region,
+            run_id=run_id,
+            attempt=1,
+        )
+        job = vertex.create_custom_job(rendered.parent, rendered.custom_job)
+        created_at: datetime = job.create_time
+        attempt = Attempt(
+            number=1,
+            placement=placement_record(placement),
+            region=rendered.region,
+            parent=rendered.parent,
+            intent_at=created_at,
+            job_name=job.name,
+            state=job.state.name,
+        )
+        return Run(
+            run_id=run_id,
+            run_key=run_key,
+            route="imagenet-daily",
+            template=template.name,
+            trigger={"kind": "BenchSeed", "index": index},
+            params=params,
+            status=RunStatus.SUBMITTED,
+            attempts=(attempt,),
+            created_at=created_at,
+            updated_at=created_at,
+        )
+
+    with ThreadPoolExecutor(SEED_THREADS) as pool:
+        seeded = list(pool.map(create, range(runs)))
+    firestore = clients.firestore_client(config.project)
+    collection = firestore.collection(DEFAULT_COLLECTION)
+    for start in range(0, len(seeded), FIRESTORE_BATCH):
+        batch = firestore.batch()
+        for run in seeded[start : start + FIRESTORE_BATCH]:
+            batch.set(collection.document(run.run_id), run_to_document(run))
+        batch.commit()
+    return sorted({run.attempts[0].region for run in seeded})
+
+
+WORKLOADS: dict[str, Callable[[int], dict[str, Any]]] = {
+    "warm": warm_path,
+    "burst": burst,
+    "reconcile": reconcile_at_scale,
+}
+
+
+def main(argv: list[str]) -> None:
+    name, size = argv
+    result = WORKLOADS[name](int(size))
+    print(RESULT_PREFIX + json.dumps(result, default=str), flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,186 @@
+"""The table's verdicts, from real-shaped raw results (what ``python -m bench`` writes)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from bench import report
+from bench.report import Verdict
+from bench.workloads import percentile
+
+
+def cold(seconds: float, rss: float, clients: list[str] | None = None) -> dict[str, Any]:
+    return {
+        "samples": 7,
+        "median_seconds": seconds,
+        "max_seconds": seconds * 1.2,
+        "median_rss_mib": rss,
+        "max_rss_mib": rss + 1,
+        "cloud_clients_imported": clients or [],
+    }
+
+
+FLOOR = {"unmatched": cold(0.25, 32.0)}  # binary-exact, so the limits below are exact
+BASELINE = {
+    "unmatched": cold(3.4, 196.0),
+    "submit": cold(5.0, 200.0),
+    "job_state": cold(5.5, 196.0),
+}
+
+
+def verdicts(rows: list[report.Row], contains: str) -> list[Verdict]:
+    return [row.verdict for row in rows if contains in row.figure]
+
+
+@pytest.mark.parametrize(
+    ("ours", "expected"),
+    [
+        pytest.param(
+            {"unmatched": cold(0.30, 33.6), "submit": cold(2.0, 100.0)},
+            {
+                "(1a) cold start, object event matching no route: time": Verdict.MET,
+                "(1a) cold start, object event matching no route: peak RSS": Verdict.MET,
+                "cloud clients imported": Verdict.MET,
+                "(1b) cold start, marker submitting a FLEX_START job: time": Verdict.MET,
+                "(1b) cold start, marker submitting a FLEX_START job: peak RSS": Verdict.MET,
+            },
+            id="all-met",
+        ),
+        pytest.param(
+            {
+                "unmatched": cold(0.60, 60.0, ["google.cloud.aiplatform_v1"]),
+                "submit": cold(3.67, 127.7),
+            },
+            {
+                "(1a) cold start, object event matching no route: time": Verdict.MISSED,
+                "(1a) cold start, object event matching no route: peak RSS": Verdict.MISSED,
+                "cloud clients imported": Verdict.MISSED,
+                "(1b) cold start, marker submitting a FLEX_START job: time": Verdict.MISSED,
+                "(1b) cold start, marker submitting a FLEX_START job: peak RSS": Verdict.MET,
+            },
+            id="unmatched-imports-vertex-and-submit-too-slow",
+        ),
+        pytest.param(
+            {"unmatched": cold(0.375, 48.0), "submit": cold(2.5, 140.0)},
+            {
+                "(1a) cold start, object event matching no route: time": Verdict.MET,
+                "(1a) cold start, object event matching no route: peak RSS": Verdict.MET,
+                "(1b) cold start, marker submitting a FLEX_START job: time": Verdict.MISSED,
+                "(1b) cold start, marker submitting a FLEX_START job: peak RSS": Verdict.MISSED,
+            },
+            id="exactly-at-the-limits",  # 1.5x is allowed, "under half" and "under 70%" are not
+        ),
+    ],
+)
+def test_cold_start_targets(ours: dict[str, Any], expected: dict[str, Verdict]) -> None:
+    rows = report.cold_rows({"floor": FLOOR, "vertex-dispatch": ours, "baseline": BASELINE})
+    for figure, verdict in expected.items():
+        assert verdicts(rows, figure) == [verdict], figure
+
+
+def warm(flex_methods: dict[str, int], ledger_max: int, state_reads: int) -> dict[str, Any]:
+    def summary(count: int, methods: dict[str, int], vertex_max: int) -> dict[str, Any]:
+        return {
+            "count": count,
+            "p50_seconds": 0.05,
+            "p99_seconds": 0.09,
+            "vertex_calls_max": vertex_max,
+            "vertex_calls_by_method": methods,
+            "ledger_round_trips_max": ledger_max,
+            "ledger_round_trips_mean": float(ledger_max),
+        }
+
+    return {
+        "flex_start": summary(50, flex_methods, max(flex_methods.values())),
+        "persistent_resource": summary(10, {"CreateCustomJob": 10, "GetPersistentResource": 10}, 2),
+        "job_state": summary(50, {"GetCustomJob": 50 * state_reads}, state_reads),
+    }
+
+
+@pytest.mark.parametrize(
+    ("results", "figure", "expected"),
+    [
+        (warm({"CreateCustomJob": 50}, 3, 1), "per FLEX_START submission", Verdict.MET),
+        (
+            warm({"CreateCustomJob": 50, "ListCustomJobs": 50}, 3, 1),
+            "per FLEX_START submission",
+            Verdict.MISSED,
+        ),
+        (warm({"CreateCustomJob": 50}, 4, 1), "ledger round trips", Verdict.MISSED),
+        (warm({"CreateCustomJob": 50}, 3, 2), "reads per job-state event", Verdict.MISSED),
+    ],
+)
+def test_warm_path_targets(results: dict[str, Any], figure: str, expected: Verdict) -> None:
+    assert verdicts(report.warm_rows(results), figure) == [expected]
+
+
+def burst(events_per_second: float, jobs: int) -> dict[str, Any]:
+    return {
+        "shard_events": 20_000,
+        "unmatched_events_per_second": events_per_second,
+        "events_per_second": events_per_second * 0.9,
+        "jobs_created": jobs,
+        "outcomes": {"ignored": 20_000, "submitted": 1, "duplicate": 1},
+        "peak_rss_mib": 121.0,
+        "peak_rss_after_shards_mib": 26.0,
+    }
+
+
+@pytest.mark.parametrize(
+    ("results", "figure", "expected"),
+    [
+        (burst(38_000, 1), "events per second", Verdict.MET),
+        (burst(999, 1), "events per second", Verdict.MISSED),
+        (burst(38_000, 2), "jobs created", Verdict.MISSED),
+    ],
+)
+def test_burst_targets(results: dict[str, Any], figure: str, expected: Verdict) -> None:
+    assert verdicts(report.burst_rows(results), figure) == [expected]
+
+
+def reconcile(calls: int) -> dict[str, Any]:
+    return {
+        "runs": 2000,
+        "regions": ["us-central1", "us-east4"],
+        "page_size": 100,
+        "vertex_calls": calls,
+        "vertex_calls_by_method": {"ListCustomJobs": calls},
+        "vertex_calls_target": 42,
+        "jobs_not_listed": 0,
+        "hints_published": 0,
+        "tick_seconds": 3.0,
+        "runs_read": 2000,
+        "jobs_listed": 2000,
+    }
+
+
+@pytest.mark.parametrize(
+    ("calls", "expected"), [(20, Verdict.MET), (42, Verdict.MET), (43, Verdict.MISSED)]
+)
+def test_reconcile_calls_grow_with_pages(calls: int, expected: Verdict) -> None:
+    assert verdicts(report.reconcile_rows(reconcile(calls)), "Vertex AI calls") == [expected]
+
+
+def test_sections_missing_from_the_results_are_not_run() -> None:
+    rows = report.all_rows({"cold_start": {"floor": FLOOR}})
+    assert [row.figure for row in rows if row.verdict is Verdict.NOT_RUN] == [
+        *report.SCENARIO_TITLES.values(),
+        "(2) warm path",
+        "(3) burst",
+        "(4) reconcile",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("samples", "fraction", "expected"),
+    [
+        ([5.0], 0.99, 5.0),
+        ([float(i) for i in range(1, 101)], 0.99, 99.0),
+        ([float(i) for i in range(1, 51)], 0.99, 50.0),
+        ([3.0, 1.0, 2.0], 0.5, 2.0),
+    ],
+)
+def test_percentile_is_nearest_rank(samples: list[float], fraction: float, expected: float) -> None:
+    assert percentile(samples, fraction) == expected
