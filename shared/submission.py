@@ -195,7 +195,7 @@ def _claim_and_create(
         return _refused(submission, snapshot, attempt_number, error, AlertReason.PERMISSION)
     except InvalidJobSpec as error:  # VertexRejected: the service refused the spec
         return _refused(submission, snapshot, attempt_number, error, AlertReason.INVALID_SPEC)
-    ledger.record_job(run_id, attempt_number, job.name, job.state.name)
+    ledger.record_job(run_id, attempt_number, job.name, job.state.name, known=snapshot)
     log(
         logger,
         logging.INFO,

@@ -313,3 +313,27 @@ def test_list_runs_filters_on_status(ledger: Ledger) -> None:
         RunStatus.RUNNING,
         RunStatus.SUBMITTED,
     ]
+
+
+def test_recording_a_job_on_the_claim_snapshot_survives_a_write_in_between(ledger: Ledger) -> None:
+    opened, _ = ledger.open_run(new_run())
+    claimed = ledger.claim_attempt(opened, attempt(1))
+    ledger.record_alert(claimed.run.run_id, "no_placement")  # someone else writes first
+
+    recorded = ledger.record_job(claimed.run.run_id, 1, JOB_1, "JOB_STATE_QUEUED", known=claimed)
+
+    assert recorded.run.attempts[0].job_name == JOB_1
+    assert recorded.run.alerts == ("no_placement",)  # the other write is kept, not overwritten
+    assert recorded.run.status is RunStatus.SUBMITTED
+
+
+def test_recording_a_job_on_the_current_snapshot_writes_it(ledger: Ledger) -> None:
+    opened, _ = ledger.open_run(new_run())
+    claimed = ledger.claim_attempt(opened, attempt(1))
+
+    recorded = ledger.record_job(claimed.run.run_id, 1, JOB_1, "JOB_STATE_QUEUED", known=claimed)
+
+    stored = ledger.get_run(claimed.run.run_id)
+    assert stored is not None
+    assert stored.run == recorded.run
+    assert stored.update_time == recorded.update_time
