@@ -144,11 +144,15 @@ class Dispatcher:
     def _answer(self, method: RpcMethod, request: Any, fault: Fault | None) -> Any:
         if fault is None:
             return method.invoke(self.emulator, request)
-        if fault.latency_seconds:
+        # The delay sits where the fault does: before the work (a slow service), or after it
+        # (the work is done but its answer is late: a client may give up on a call that worked).
+        if fault.when is FaultTiming.BEFORE:
             self._sleep(fault.latency_seconds)
-        if fault.code is not None and fault.when is FaultTiming.BEFORE:
-            raise EmulatorError(fault.code, fault.message)
+            if fault.code is not None:
+                raise EmulatorError(fault.code, fault.message)
+            return method.invoke(self.emulator, request)
         response = method.invoke(self.emulator, request)
+        self._sleep(fault.latency_seconds)
         if fault.code is not None:
             raise EmulatorError(fault.code, fault.message)
         return response
