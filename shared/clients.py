@@ -75,12 +75,10 @@ def job_service_client(region: str) -> aiplatform_v1.JobServiceClient:
     endpoint = vertex_endpoint(region)
 
     def build() -> aiplatform_v1.JobServiceClient:
-        from google.cloud.aiplatform_v1.services.job_service import JobServiceClient
-        from google.cloud.aiplatform_v1.services.job_service.transports import (
-            JobServiceGrpcTransport,
-        )
+        from shared.aiplatform import JobServiceClient
 
-        return _build_vertex_client(JobServiceClient, JobServiceGrpcTransport, endpoint)
+        grpc_transport = JobServiceClient.get_transport_class("grpc")
+        return _build_vertex_client(JobServiceClient, grpc_transport, endpoint)
 
     return _cached(("vertex-jobs", region, endpoint), build)
 
@@ -90,16 +88,10 @@ def persistent_resource_client(region: str) -> aiplatform_v1.PersistentResourceS
     endpoint = vertex_endpoint(region)
 
     def build() -> aiplatform_v1.PersistentResourceServiceClient:
-        from google.cloud.aiplatform_v1.services.persistent_resource_service import (
-            PersistentResourceServiceClient,
-        )
-        from google.cloud.aiplatform_v1.services.persistent_resource_service.transports import (
-            PersistentResourceServiceGrpcTransport,
-        )
+        from shared.aiplatform import PersistentResourceServiceClient
 
-        return _build_vertex_client(
-            PersistentResourceServiceClient, PersistentResourceServiceGrpcTransport, endpoint
-        )
+        grpc_transport = PersistentResourceServiceClient.get_transport_class("grpc")
+        return _build_vertex_client(PersistentResourceServiceClient, grpc_transport, endpoint)
 
     return _cached(("vertex-persistent-resources", region, endpoint), build)
 

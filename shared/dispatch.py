@@ -5,8 +5,9 @@ event is done with (a job created or found, nothing to do, or a permanent error 
 ledger and alerted) and raises only ``TransientError``, so the platform delivers the event again.
 
 An event that matches no route returns at once: nothing here imports a Google Cloud client until
-a route has matched (the ledger, Vertex AI and Pub/Sub modules are imported inside the functions
-that need them), because an unmatched shard of a 100,000-object upload must stay cheap.
+a route has matched (the ledger, Vertex AI and Pub/Sub modules, and ``records``, are imported
+inside the functions that need them), because an unmatched shard of a 100,000-object upload must
+stay cheap.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from cloudevents.http import CloudEvent
 
-from shared import events, records, routing, runkeys
+from shared import events, routing, runkeys
 from shared.config.loader import config_from_env
 from shared.config.model import Config, Template
 from shared.errors import ConfigError, PermanentError, TransientError
@@ -105,6 +106,7 @@ def _load_config() -> Config:
 
 
 def _start_run(services: Services, trigger: Trigger, match: routing.RouteMatch) -> DispatchResult:
+    from shared import records
     from shared.ledger import Run
 
     labels = {"run_id": match.run_id, "route": match.route, "template": match.template}
@@ -195,6 +197,7 @@ def _submit(
     attempt: int,
     first_placement: int,
 ) -> DispatchResult:
+    from shared import records
     from shared.submission import Submission, submit_attempt
 
     submission = Submission(
@@ -244,6 +247,7 @@ def _reject_event(
     services: Services, cloud_event: CloudEvent, trigger: Trigger | None, error: PermanentError
 ) -> DispatchResult:
     """Record a permanent error about the event itself, alert once, and acknowledge it."""
+    from shared import records
     from shared.alerts import AlertReason
     from shared.ledger import Run, RunStatus
     from shared.rejections import alert_once

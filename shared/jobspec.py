@@ -13,7 +13,8 @@ The placement owns scheduling: ``FLEX_START`` with an explicit ``maxWaitDuration
 optional machine override), or ``persistentResourceId`` with no strategy. Labels carry the run id,
 the attempt and the template, so a redelivered trigger can find its job (docs/dispatch-contract.md).
 
-Importing this module imports ``aiplatform_v1`` (about 2 s): only code past a matched route may.
+Importing this module imports the ``aiplatform_v1`` protos it uses (through ``shared.aiplatform``,
+about 0.5 s instead of the whole package's 2 s): only code past a matched route may.
 """
 
 from __future__ import annotations
@@ -24,7 +25,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from google.cloud.aiplatform_v1 import (
+from google.protobuf import json_format
+
+from shared.aiplatform import (
     AcceleratorType,
     CustomJob,
     CustomJobSpec,
@@ -32,8 +35,6 @@ from google.cloud.aiplatform_v1 import (
     Scheduling,
     WorkerPoolSpec,
 )
-from google.protobuf import json_format
-
 from shared.config.model import (
     MachineOverride,
     PersistentResourcePlacement,

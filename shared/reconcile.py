@@ -38,8 +38,6 @@ from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from google.cloud.aiplatform_v1 import CustomJob, JobState, Scheduling
-
 from shared import (
     actions,
     clients,
@@ -51,6 +49,7 @@ from shared import (
     retries,
     vertex,
 )
+from shared.aiplatform import CustomJob, JobState, Scheduling
 from shared.alerts import Alert, send_alert
 from shared.config.model import DEFAULT_JOB_EVENTS_TOPIC_ID, Config, Template
 from shared.errors import DispatchError

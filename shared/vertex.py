@@ -44,9 +44,9 @@ import google.auth.exceptions
 import requests
 from google.api_core import exceptions as api_exceptions
 from google.api_core import retry as api_retry
-from google.cloud import aiplatform_v1
 
 from shared import clients
+from shared.aiplatform import aiplatform_v1
 from shared.errors import BackendUnavailable, InvalidJobSpec, PermanentError
 
 CREATE_TIMEOUT_SECONDS = 60.0

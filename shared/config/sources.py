@@ -11,7 +11,6 @@ import posixpath
 from collections.abc import Callable
 from pathlib import Path
 
-from shared.clients import storage_client
 from shared.errors import BackendUnavailable, ConfigError
 
 GCS_SCHEME = "gs://"
@@ -43,6 +42,8 @@ def read_source(source: str) -> str:
 def read_gcs_text(uri: str) -> str:
     """An object's text. Missing or forbidden: ``ConfigError``; service trouble: transient."""
     from google.api_core import exceptions
+
+    from shared.clients import storage_client
 
     bucket, _, name = uri.removeprefix(GCS_SCHEME).partition("/")
     if not bucket or not name:

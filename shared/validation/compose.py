@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from google.cloud.aiplatform_v1 import CustomJob, PersistentResource
-
+from shared.aiplatform import CustomJob, PersistentResource
 from shared.config.model import (
     FlexStartPlacement,
     Guards,

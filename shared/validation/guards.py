@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from google.cloud.aiplatform_v1 import CustomJob
-
+from shared.aiplatform import CustomJob
 from shared.validation.subject import (
     _gpus,
     _hours,

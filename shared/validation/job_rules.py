@@ -11,9 +11,8 @@ import re
 from collections.abc import Iterator
 from typing import Final
 
-from google.cloud.aiplatform_v1 import MachineSpec, Scheduling, WorkerPoolSpec
-
 from shared import machines
+from shared.aiplatform import MachineSpec, Scheduling, WorkerPoolSpec
 from shared.config.model import PersistentResourcePlacement
 from shared.jobspec import DISPLAY_NAME_MAX
 from shared.validation.subject import (

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from google.cloud.aiplatform_v1 import (
+from shared.aiplatform import (
     CustomJob,
     DiskSpec,
     MachineSpec,
@@ -17,7 +17,6 @@ from google.cloud.aiplatform_v1 import (
     ResourcePool,
     WorkerPoolSpec,
 )
-
 from shared.config.model import PersistentResourcePlacement
 from shared.validation.subject import (
     DEFAULT_BOOT_DISK_SIZE_GB,

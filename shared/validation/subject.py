@@ -13,9 +13,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Final
 
-from google.cloud.aiplatform_v1 import CustomJob, MachineSpec, WorkerPoolSpec
-
 from shared import machines
+from shared.aiplatform import CustomJob, MachineSpec, WorkerPoolSpec
 from shared.config.model import Guards, Placement
 from shared.jobspec import is_skipped_pool
 from shared.validation.violations import Violation
