@@ -26,10 +26,10 @@ from typing import TYPE_CHECKING, Any
 from shared import completions, retries
 from shared.alerts import Severity
 from shared.errors import TransientError
-from shared.ledger import Attempt, Run, RunSnapshot, RunStatus
 from shared.logs import log
 from shared.records import describe_trigger
 from shared.rejections import alert_once
+from shared.runs import Attempt, Run, RunSnapshot, RunStatus
 from shared.triggers import JobRequest, ObjectFinalized, RetryRequest, ScheduleTick, Trigger
 
 if TYPE_CHECKING:

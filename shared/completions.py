@@ -27,7 +27,7 @@ from shared.errors import TransientError
 if TYPE_CHECKING:
     from google.cloud import pubsub_v1
 
-    from shared.ledger import Attempt, Run
+    from shared.runs import Attempt, Run
 
 SCHEMA = "vertex-dispatch.completion.v1"
 NOTICE = "completion"

@@ -38,10 +38,10 @@ from shared.alerts import AlertReason, Severity
 from shared.config.durations import describe_duration
 from shared.config.model import FailureClass, FlexStartPlacement, Placement, Template
 from shared.errors import PermanentError
-from shared.ledger import Attempt, InvalidTransition, RetryPlan, Run, RunStatus
 from shared.machines import preemptible_quota_metric
 from shared.outcomes import PERMISSION_CODES, Classification, quota_metric
 from shared.records import describe_placement, placement_record
+from shared.runs import Attempt, InvalidTransition, RetryPlan, Run, RunStatus
 
 EXPLANATION_CHARS: Final = 300
 

@@ -22,7 +22,7 @@ from shared.events import KIND_ATTRIBUTE, MAX_REASON_CHARS, MessageKind
 if TYPE_CHECKING:
     from google.cloud import pubsub_v1
 
-    from shared.ledger import RetryPlan
+    from shared.runs import RetryPlan
 
 PUBLISH_TIMEOUT_SECONDS = 30.0
 OPERATOR_REASON = "operator"

@@ -1,0 +1,54 @@
+"""What every ``vertex-dispatch`` subcommand shares: exit statuses, config loading, printing.
+
+The subcommand modules of this package import their helpers from here (not from the package
+``__init__``, which imports them all), so there is no import cycle.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from shared.config.model import Config
+
+EXIT_OK: Final = 0
+EXIT_PROBLEMS: Final = 1  # the config, the event or the job breaks a rule
+EXIT_USAGE: Final = 2  # argparse's own code for a bad command line
+EXIT_NO_ROUTE: Final = 3
+
+CONFIG_HELP: Final = "the config file: a local path or gs://BUCKET/path/config.yaml"
+
+
+def load_config_or_report(source: str, command: str, *, as_json: bool) -> Config | None:
+    """The config, or None after reporting why it does not load (it names file and key paths)."""
+    from shared.config.loader import load_config
+    from shared.config.problems import InvalidConfig
+    from shared.errors import DispatchError
+
+    try:
+        return load_config(source)
+    except DispatchError as error:  # ConfigError, or Cloud Storage unavailable for gs://
+        if as_json:
+            listed = error.problems if isinstance(error, InvalidConfig) else ()
+            print_json(
+                {
+                    "ok": False,
+                    "config": source,
+                    "error": str(error),
+                    "config_problems": [{"path": p.path, "message": p.message} for p in listed],
+                }
+            )
+        else:
+            fail(command, str(error))
+        return None
+
+
+def print_json(document: Mapping[str, Any]) -> None:
+    print(json.dumps(document, indent=2, ensure_ascii=False))
+
+
+def fail(command: str, message: str) -> None:
+    print(f"vertex-dispatch {command}: error: {message}", file=sys.stderr)

@@ -1,0 +1,226 @@
+"""``vertex-dispatch status``, ``retry`` and ``cancel``: the operator's view of runs, and actions.
+
+They read the ledger (Firestore) named by the config; ``retry`` publishes on the requests topic and
+``cancel`` asks Vertex AI, so dispatch and the job-state function do the rest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+from shared.cli.common import (
+    CONFIG_HELP,
+    EXIT_OK,
+    EXIT_PROBLEMS,
+    fail,
+    load_config_or_report,
+    print_json,
+)
+
+if TYPE_CHECKING:
+    from datetime import datetime
+
+    from shared.config.model import Config
+    from shared.ledger import Ledger, Run
+
+CONFIG_ENV: Final = "VERTEX_DISPATCH_CONFIG"
+OPERATOR_CONFIG_HELP: Final = f"{CONFIG_HELP} (default: ${CONFIG_ENV})"
+STATUS_LIMIT: Final = 500
+STATUS_COLUMNS: Final = (
+    "RUN",
+    "STATUS",
+    "TEMPLATE",
+    "ATTEMPT",
+    "PLACEMENT",
+    "STATE",
+    "NEXT RETRY",
+    "ALERTS",
+    "JOB",
+)
+
+
+def add_operator_commands(commands: argparse._SubParsersAction) -> None:
+    status = commands.add_parser(
+        "status",
+        help="list runs: their attempts, job states and next retry",
+        description="List the runs in the ledger, newest first: active runs unless --all.",
+    )
+    status.add_argument("--config", metavar="FILE", help=OPERATOR_CONFIG_HELP)
+    status.add_argument("--json", action="store_true", help="print the runs as JSON")
+    status.add_argument("--all", action="store_true", help="include finished runs")
+    status.add_argument(
+        "--limit", type=int, default=STATUS_LIMIT, help="at most this many runs (%(default)s)"
+    )
+    status.set_defaults(handler=_run_status)
+    retry = commands.add_parser(
+        "retry",
+        help="start the next attempt of a run, from the first placement",
+        description=(
+            "Publish a retry message for RUN's next attempt (placement 0, reason 'operator') on "
+            "the config's requests_topic; dispatch validates and submits it like any request."
+        ),
+    )
+    retry.add_argument("run_id", metavar="RUN", help="the run id, r- and 24 hex digits")
+    retry.add_argument("--config", metavar="FILE", help=OPERATOR_CONFIG_HELP)
+    retry.set_defaults(handler=_run_retry)
+    cancel = commands.add_parser(
+        "cancel",
+        help="cancel the job of a run's last attempt",
+        description=(
+            "Ask Vertex AI to cancel RUN's last job; the job-state function then records it "
+            "CANCELLED (a cancelled run is never retried)."
+        ),
+    )
+    cancel.add_argument("run_id", metavar="RUN", help="the run id, r- and 24 hex digits")
+    cancel.add_argument("--config", metavar="FILE", help=OPERATOR_CONFIG_HELP)
+    cancel.set_defaults(handler=_run_cancel)
+
+
+def _operator_config(args: argparse.Namespace) -> Config | None:
+    import os
+
+    source = args.config or os.environ.get(CONFIG_ENV)
+    if not source:
+        fail(args.command, f"no config: pass --config FILE or set {CONFIG_ENV}")
+        return None
+    return load_config_or_report(source, args.command, as_json=False)
+
+
+def _operator_ledger(config: Config) -> Ledger:
+    from shared.ledger import default_ledger
+
+    return default_ledger(config.project)
+
+
+def _run_status(args: argparse.Namespace) -> int:
+    from shared.errors import DispatchError
+    from shared.ledger import RunStatus, utc_now
+
+    config = _operator_config(args)
+    if config is None:
+        return EXIT_PROBLEMS
+    statuses = list(RunStatus) if args.all else [s for s in RunStatus if not s.is_terminal()]
+    try:
+        snapshots = _operator_ledger(config).list_runs(statuses, limit=args.limit)
+    except DispatchError as error:
+        fail("status", str(error))
+        return EXIT_PROBLEMS
+    runs = sorted((s.run for s in snapshots), key=_created_key, reverse=True)
+    if args.json:
+        print_json({"runs": [run_document(run) for run in runs]})
+    else:
+        print(status_table(runs, utc_now()))
+    return EXIT_OK
+
+
+def _created_key(run: Run) -> str:
+    return run.created_at.isoformat() if run.created_at else ""
+
+
+def status_table(runs: Sequence[Run], now: datetime) -> str:
+    """The runs as an aligned text table, one line per run (its last attempt shown)."""
+    rows = [STATUS_COLUMNS, *(_status_row(run, now) for run in runs)]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(STATUS_COLUMNS))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)) for row in rows]
+    footer = f"{len(runs)} run{'s' if len(runs) != 1 else ''}"
+    return "\n".join([*(line.rstrip() for line in lines), footer])
+
+
+def _status_row(run: Run, now: datetime) -> tuple[str, ...]:
+    last = run.last_attempt
+    retry = run.next_retry
+    next_retry = "-"
+    if retry is not None:
+        wait = int((retry.at - now).total_seconds())
+        when = f"in {wait}s" if wait > 0 else "due"
+        next_retry = f"#{retry.attempt} {when} ({retry.reason})"
+    return (
+        run.run_id,
+        run.status.value,
+        run.template or "-",
+        str(last.number) if last else "-",
+        _placement_text_of(last.placement) if last else "-",
+        last.state.removeprefix("JOB_STATE_") if last else "-",
+        next_retry,
+        ",".join(run.alerts) or "-",
+        last.job_name.rsplit("/", 1)[-1] if last and last.job_name else "-",
+    )
+
+
+def _placement_text_of(record: Mapping[str, Any]) -> str:
+    flex = record.get("flex_start")
+    if flex is not None:
+        return f"flex_start {flex.get('max_wait', '')}".strip() + (
+            f" {flex['region']}" if flex.get("region") else ""
+        )
+    return f"pool {record.get('persistent_resource', '?')}"
+
+
+def run_document(run: Run) -> dict[str, Any]:
+    """A run as `status --json` prints it: the ledger document, timestamps as RFC 3339."""
+    from shared.ledger import run_to_document
+
+    return json.loads(json.dumps(run_to_document(run), default=_json_default))
+
+
+def _json_default(value: object) -> str:
+    isoformat = getattr(value, "isoformat", None)
+    return isoformat() if callable(isoformat) else str(value)
+
+
+def _run_retry(args: argparse.Namespace) -> int:
+    from shared import retries
+    from shared.errors import DispatchError
+    from shared.ledger import REOPENABLE_STATUSES, RetryPlan, utc_now
+
+    config = _operator_config(args)
+    if config is None:
+        return EXIT_PROBLEMS
+    if config.requests_topic is None:
+        fail("retry", f"config {config.source} has no requests_topic to publish the retry on")
+        return EXIT_PROBLEMS
+    try:
+        snapshot = _operator_ledger(config).get_run(args.run_id)
+        if snapshot is None:
+            fail("retry", f"run {args.run_id} is not in the ledger; `status --all` lists runs")
+            return EXIT_PROBLEMS
+        run = snapshot.run
+        last = run.last_attempt
+        if run.status.is_terminal() and run.status not in REOPENABLE_STATUSES:
+            fail("retry", f"run {run.run_id} is {run.status.value}: there is nothing to retry")
+            return EXIT_PROBLEMS
+        plan = RetryPlan(utc_now(), last.number + 1 if last else 1, 0, retries.OPERATOR_REASON)
+        message_id = retries.publish_retry(run.run_id, plan, config.requests_topic)
+    except DispatchError as error:
+        fail("retry", str(error))
+        return EXIT_PROBLEMS
+    print(
+        f"retry of run {run.run_id} published (message {message_id}): attempt {plan.attempt} "
+        f"from placement 0 on {config.requests_topic}"
+    )
+    return EXIT_OK
+
+
+def _run_cancel(args: argparse.Namespace) -> int:
+    from shared.errors import DispatchError
+
+    config = _operator_config(args)
+    if config is None:
+        return EXIT_PROBLEMS
+    try:
+        snapshot = _operator_ledger(config).get_run(args.run_id)
+        last = snapshot.run.last_attempt if snapshot else None
+        if last is None or last.job_name is None:
+            fail("cancel", f"run {args.run_id} has no job to cancel; `status --all` lists runs")
+            return EXIT_PROBLEMS
+        from shared import vertex
+
+        vertex.cancel_custom_job(last.job_name)
+    except DispatchError as error:
+        fail("cancel", str(error))
+        return EXIT_PROBLEMS
+    print(f"cancel requested for {last.job_name} (run {args.run_id}, attempt {last.number})")
+    return EXIT_OK
