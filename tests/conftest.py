@@ -45,10 +45,17 @@ def _emulator_fixtures_of(item: pytest.Item) -> set[str]:
 
 # tryfirst: the marker must be there before `-m` deselects by it.
 @pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if _emulator_fixtures_of(item):
             item.add_marker(pytest.mark.integration)
+    # Tests marked slow (minutes: the 2,000-trigger soak, a fresh-venv install) run only when
+    # asked for with `-m slow` (or any -m expression naming it), never in the default run.
+    if "slow" not in config.getoption("markexpr"):
+        slow = [item for item in items if item.get_closest_marker("slow")]
+        if slow:
+            config.hook.pytest_deselected(items=slow)
+            items[:] = [item for item in items if not item.get_closest_marker("slow")]
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

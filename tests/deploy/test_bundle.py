@@ -187,12 +187,8 @@ def test_bundle_serves_an_unrouted_object_event(built, serve) -> None:
 
 
 @pytest.mark.slow
-def test_bundle_installs_in_a_fresh_venv_and_serves(
-    built, serve, tmp_path: Path, request: pytest.FixtureRequest
-) -> None:
-    # Installs from PyPI for about a minute: only when asked for (`-m slow`), as the marker says.
-    if "slow" not in request.config.getoption("markexpr"):
-        pytest.skip("installs from PyPI for about a minute; run with -m slow")
+def test_bundle_installs_in_a_fresh_venv_and_serves(built, serve, tmp_path: Path) -> None:
+    # Installs from PyPI for about a minute: tests/conftest.py runs it only with `-m slow`.
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     python = venv / "bin" / "python"
