@@ -21,8 +21,8 @@ logs.configure()
 
 # A note on imports: every function is deployed from this one module, so a module-level import
 # is paid by all four at cold start. shared.dispatch keeps an unmatched event free of cloud
-# clients; the job-state and reconcile modules need aiplatform_v1 (~2 s) and are imported by the
-# entry points that use them.
+# clients; the job-state and reconcile modules need the Vertex AI and Pub/Sub clients (about 1 s
+# even through the lazy shared.aiplatform) and are imported by the entry points that use them.
 
 
 @functions_framework.cloud_event
