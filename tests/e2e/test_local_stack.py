@@ -46,7 +46,12 @@ def test_a_marker_among_shards_starts_exactly_one_flex_start_job(
         upload_object(local_stack.storage.url, "demo-datasets", f"{prefix}/s-{index}", b"x")
     upload_object(local_stack.storage.url, "demo-datasets", f"{prefix}/_SUCCESS", b"\n")
 
-    run = wait_for_run(ledger, lambda r: f"/{prefix}/" in r.run_key, lambda r: bool(r.attempts))
+    # Wait for the job's name, not just the claim: the job is created after the intent is written.
+    run = wait_for_run(
+        ledger,
+        lambda r: f"/{prefix}/" in r.run_key,
+        lambda r: bool(r.attempts) and r.attempts[0].job_name is not None,
+    )
 
     jobs = [j for j in vertex.created_jobs() if j.get("labels", {}).get("vd-run") == run.run_id]
     assert len(jobs) == 1
