@@ -11,7 +11,6 @@ alerts are read through a subscription created for the test.
 
 from __future__ import annotations
 
-import contextlib
 import sys
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -19,12 +18,11 @@ from pathlib import Path
 
 import pytest
 from dispatch_test_support import (
-    ALERTS_TOPIC_ID,
-    DATASETS_BUCKET,
-    MANIFESTS_BUCKET,
     AlertsReader,
     FunctionUrls,
     VertexAdmin,
+    ensure_alerts_topic,
+    ensure_datasets_buckets,
 )
 
 from emulator_stack import (
@@ -43,28 +41,19 @@ from shared.ledger import Ledger
 
 CONFIG = Path(__file__).parent / "configs" / "dispatch.yaml"
 FUNCTIONS_SOURCE = Path(__file__).parents[3] / "functions" / "main.py"
-ALERTS_TOPIC = f"projects/{LOCAL_PROJECT}/topics/{ALERTS_TOPIC_ID}"
 TARGETS = ("on_object_finalized", "on_request")
 
 
 @pytest.fixture(scope="session")
 def alerts_topic(pubsub_emulator: PubSubEmulator) -> str:
     """The config's alerts topic, created on the Pub/Sub emulator."""
-    from google.api_core.exceptions import AlreadyExists
-
-    with contextlib.suppress(AlreadyExists):  # another session of this emulator made it
-        clients.publisher_client().create_topic(name=ALERTS_TOPIC)
-    return ALERTS_TOPIC
+    return ensure_alerts_topic()
 
 
 @pytest.fixture(scope="session")
 def datasets_buckets(storage_emulator: StorageEmulator) -> tuple[str, str]:
     """The buckets the storage routes watch, on the Cloud Storage emulator."""
-    storage = clients.storage_client(LOCAL_PROJECT)
-    for bucket in (DATASETS_BUCKET, MANIFESTS_BUCKET):
-        if storage.lookup_bucket(bucket) is None:
-            storage.create_bucket(bucket)
-    return DATASETS_BUCKET, MANIFESTS_BUCKET
+    return ensure_datasets_buckets()
 
 
 @pytest.fixture(scope="session")

@@ -10,6 +10,7 @@ the alerts subscription, and the Vertex AI emulator's request log and jobs; neve
 from __future__ import annotations
 
 import base64
+import contextlib
 import itertools
 import json
 import time
@@ -31,6 +32,7 @@ PARENT = f"projects/{LOCAL_PROJECT}/locations/{REGION}"
 DATASETS_BUCKET = "dispatch-it-datasets"  # the marker route's bucket (configs/dispatch.yaml)
 MANIFESTS_BUCKET = "dispatch-it-manifests"  # the manifest route's bucket
 ALERTS_TOPIC_ID = "dispatch-it-alerts"
+ALERTS_TOPIC = f"projects/{LOCAL_PROJECT}/topics/{ALERTS_TOPIC_ID}"
 REQUESTS_TOPIC = f"projects/{LOCAL_PROJECT}/topics/dispatch-it-requests"
 POOL_ID = "a100-pool"  # the persistent resource template pool-then-flex tries first
 
@@ -290,3 +292,25 @@ def of_run(alerts: Iterable[Mapping[str, Any]], run_id: str) -> list[Mapping[str
 
 def now_rfc3339() -> str:
     return datetime.now(UTC).isoformat().replace("+00:00", "Z")
+
+
+def ensure_alerts_topic() -> str:
+    """The config's alerts topic, created on the Pub/Sub emulator if no test made it yet."""
+    from google.api_core.exceptions import AlreadyExists
+
+    from shared import clients
+
+    with contextlib.suppress(AlreadyExists):
+        clients.publisher_client().create_topic(name=ALERTS_TOPIC)
+    return ALERTS_TOPIC
+
+
+def ensure_datasets_buckets() -> tuple[str, str]:
+    """The buckets the storage routes watch, created on the Cloud Storage emulator if missing."""
+    from shared import clients
+
+    storage = clients.storage_client(LOCAL_PROJECT)
+    for bucket in (DATASETS_BUCKET, MANIFESTS_BUCKET):
+        if storage.lookup_bucket(bucket) is None:
+            storage.create_bucket(bucket)
+    return DATASETS_BUCKET, MANIFESTS_BUCKET

@@ -7,7 +7,6 @@ the servers shared by the folder are never killed: a test that kills one starts 
 
 from __future__ import annotations
 
-import contextlib
 import sys
 from collections.abc import Iterator
 
@@ -18,11 +17,10 @@ from faults_test_support import DISPATCH_TESTS, FunctionServer  # isort: skip
 sys.path.insert(0, str(DISPATCH_TESTS))
 
 from dispatch_test_support import (
-    ALERTS_TOPIC_ID,
-    DATASETS_BUCKET,
-    MANIFESTS_BUCKET,
     FunctionUrls,
     VertexAdmin,
+    ensure_alerts_topic,
+    ensure_datasets_buckets,
 )
 
 from emulator_stack import (
@@ -35,25 +33,15 @@ from emulator_stack import (
 from shared import clients
 from shared.ledger import Ledger
 
-ALERTS_TOPIC = f"projects/{LOCAL_PROJECT}/topics/{ALERTS_TOPIC_ID}"
-
 
 @pytest.fixture(scope="session")
 def alerts_topic(pubsub_emulator: PubSubEmulator) -> str:
-    from google.api_core.exceptions import AlreadyExists
-
-    with contextlib.suppress(AlreadyExists):  # the dispatch tests' fixture may have made it
-        clients.publisher_client().create_topic(name=ALERTS_TOPIC)
-    return ALERTS_TOPIC
+    return ensure_alerts_topic()
 
 
 @pytest.fixture(scope="session")
 def datasets_buckets(storage_emulator: StorageEmulator) -> tuple[str, str]:
-    storage = clients.storage_client(LOCAL_PROJECT)
-    for bucket in (DATASETS_BUCKET, MANIFESTS_BUCKET):
-        if storage.lookup_bucket(bucket) is None:
-            storage.create_bucket(bucket)
-    return DATASETS_BUCKET, MANIFESTS_BUCKET
+    return ensure_datasets_buckets()
 
 
 @pytest.fixture(scope="session")
