@@ -284,7 +284,7 @@ def reconcile_rows(reconcile: Mapping[str, Any] | None) -> list[Row]:
             f"{title}: Vertex AI calls, {runs:,} runs in {regions} regions",
             f"{reconcile['vertex_calls']} {reconcile['vertex_calls_by_method']} "
             f"(page size {reconcile['page_size']}; {reconcile['jobs_not_listed']} jobs not "
-            f"listed, {reconcile['hints_published']} hints)",
+            f"listed, {reconcile['states_recorded']} states recorded)",
             f"<= 2 x ceil(runs / page size) + regions = {reconcile['vertex_calls_target']}",
             _at_most(reconcile["vertex_calls"], reconcile["vertex_calls_target"]),
         ),

@@ -201,7 +201,7 @@ def reconcile_at_scale(runs: int) -> dict[str, Any]:
         "vertex_calls_target": 2 * -(-runs // page_size) + len(regions),
         "runs_read": report.runs_read,
         "jobs_listed": report.jobs_listed,
-        "hints_published": report.hints_published,
+        "states_recorded": report.states_recorded,
         "jobs_not_listed": len(report.jobs_not_listed),
         "errors": list(report.errors),
         "peak_rss_mib": peak_rss_mib(),

@@ -72,7 +72,7 @@ FUNCTIONS: Final = (
         "reconcile",
         "reconcile",
         ("roles/aiplatform.user", "roles/datastore.user"),
-        ("job-events", "requests", "alerts", "completions"),
+        ("requests", "alerts", "completions"),
         reads_datasets=False,
         acts_as_training_accounts=False,
         listens_to="reconcile-ticks",

@@ -99,7 +99,7 @@ def decode_hint(cloud_event: CloudEvent) -> JobHint:
 
 
 def job_state_message(job_name: str, observed_state: str) -> tuple[bytes, dict[str, str]]:
-    """The body and attributes of our job-state message for ``job_name`` (the reconciler's)."""
+    """The body and attributes of our job-state message for ``job_name`` (any sender's hint)."""
     body = {"job_name": job_name, "observed_state": observed_state}
     return json.dumps(body).encode(), {KIND_ATTRIBUTE: JOB_STATE_KIND}
 

@@ -10,8 +10,10 @@ and let the next tick repeat whatever did not happen. One tick:
    paging as soon as every job it watches was seen;
 3. plans, with the pure ``plan_tick``, what the ledger is owed:
 
-   - a job-state hint on the job-events topic for every job whose state the ledger has not
-     recorded, or whose terminal state it recorded but has not decided on;
+   - a state change for every job whose state the ledger has not recorded, or whose terminal
+     state it recorded but has not decided on: the tick applies it itself
+     (``jobstate.apply_job_state`` on the job as listed, no second read of Vertex AI), a few
+     at a time;
    - a retry message on the requests topic for every run whose intent outlived
      ``submission.INTENT_LEASE`` without a job (dispatch reattaches by label or takes over), or
      that was accepted but never claimed;
@@ -24,25 +26,35 @@ and let the next tick repeat whatever did not happen. One tick:
    passed and redoes any alert or completion a failed publish left undone (no I/O when nothing
    is owed).
 
-Running two ticks at once is harmless: hints are only "look at job X" (the job-state function
-re-reads the job and records by compare-and-set), retries are claimed once by dispatch, cancels
-are idempotent, and each watchdog alert is claimed in the ledger before it is sent.
+Running two ticks at once is harmless: a state is recorded by compare-and-set (the loser of a
+race gets ``LedgerConflict``, counted, and the next tick finds the state recorded), retries are
+claimed once by dispatch, cancels are idempotent, and each watchdog alert is claimed in the ledger
+before it is sent.
+
+Why the tick applies states rather than publishing a hint per change to ``on_job_event`` (what
+DESIGN.md §1 first sketched): a hint is re-published every tick until the job-state function has
+recorded it, so whenever hints are handled more slowly than ticks come, each tick adds a copy of
+every pending hint and the backlog grows without bound. In the 2,000-trigger soak that left 1,785
+runs unrecorded after 15 minutes. Applying the listed state costs one ledger read and one write
+per change (a hint cost a publish, a push, a Get and the same read and write), and a tick's work
+is bounded by the changes it saw. ``on_job_event`` still takes low-latency hints from a log sink.
 """
 
 from __future__ import annotations
 
 import enum
 import logging
+import random
+import threading
 from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from shared import (
     actions,
-    clients,
     decisions,
-    jobevents,
     jobspec,
     jobstate,
     outcomes,
@@ -51,7 +63,7 @@ from shared import (
 )
 from shared.aiplatform import CustomJob, JobState, Scheduling
 from shared.alerts import Alert, send_alert
-from shared.config.model import DEFAULT_JOB_EVENTS_TOPIC_ID, Config, Template
+from shared.config.model import Template
 from shared.errors import DispatchError
 from shared.ledger import Attempt, RetryPlan, Run, RunSnapshot, RunStatus
 from shared.logs import log
@@ -79,7 +91,8 @@ LIST_WINDOW_MARGIN = timedelta(minutes=10)
 FLEX_START_DEFAULT_MAX_WAIT = timedelta(days=1)  # what Vertex AI applies when none is set
 STUCK_INTENT_ALERT_AFTER = timedelta(minutes=30)
 """Recovery of a stale intent is tried from INTENT_LEASE on; a human is told once it lasts this."""
-PUBLISH_TIMEOUT_SECONDS = 30.0
+APPLY_WORKERS = 8
+"""State changes a tick applies at once: each is a ledger read and a write, mostly waiting."""
 
 logger = logging.getLogger(__name__)
 
@@ -98,13 +111,6 @@ class RetryCause(enum.StrEnum):
     NEVER_CLAIMED = "never_claimed"  # the run was accepted but no attempt was ever claimed
 
 
-def job_events_topic(config: Config) -> str:
-    """Where hints go: the config's job_events_topic (the loader sets it), else the default."""
-    return config.job_events_topic or (
-        f"projects/{config.project}/topics/{DEFAULT_JOB_EVENTS_TOPIC_ID}"
-    )
-
-
 # --- the plan (pure) -------------------------------------------------------------------------
 
 
@@ -118,8 +124,8 @@ class Listing:
 
 
 @dataclass(frozen=True)
-class Hint:
-    """A job-state hint to publish: "look at job X"."""
+class StateChange:
+    """A job whose state (or undecided end) the ledger has yet to record."""
 
     run_id: str
     job_name: str
@@ -159,7 +165,7 @@ class StuckIntent:
 class TickPlan:
     """Everything one tick owes the ledger, computed from the runs and the listed jobs."""
 
-    hints: tuple[Hint, ...] = ()
+    changes: tuple[StateChange, ...] = ()
     retries: tuple[DueRetry, ...] = ()
     overdue: tuple[OverdueWait, ...] = ()
     stuck: tuple[StuckIntent, ...] = ()
@@ -202,7 +208,7 @@ def plan_tick(
     A run whose job lies in a parent that could not be listed (None: every parent was) is left
     for the next tick rather than reported as missing.
     """
-    hints: list[Hint] = []
+    changes: list[StateChange] = []
     due: list[DueRetry] = []
     overdue: list[OverdueWait] = []
     stuck: list[StuckIntent] = []
@@ -226,15 +232,15 @@ def plan_tick(
         if job is None:
             unlisted.append(last.job_name)
             continue
-        if _needs_hint(run, job):
-            hints.append(Hint(run.run_id, job.name, job.state.name))
+        if _changed(run, job):
+            changes.append(StateChange(run.run_id, job.name, job.state.name))
         waited_too_long = _overdue_wait(run.run_id, job, now, grace)
         if waited_too_long is not None:
             overdue.append(waited_too_long)
-    return TickPlan(tuple(hints), tuple(due), tuple(overdue), tuple(stuck), tuple(unlisted))
+    return TickPlan(tuple(changes), tuple(due), tuple(overdue), tuple(stuck), tuple(unlisted))
 
 
-def _needs_hint(run: Run, job: CustomJob) -> bool:
+def _changed(run: Run, job: CustomJob) -> bool:
     """The ledger has not seen the job's state, or saw it end but did not decide."""
     last = run.last_attempt
     assert last is not None
@@ -310,6 +316,9 @@ def _age(delta: timedelta) -> str:
     return f"{int(delta.total_seconds())}s"
 
 
+RECORDED_OUTCOMES = frozenset({jobstate.JobStateOutcome.RECORDED, jobstate.JobStateOutcome.DECIDED})
+
+
 # --- the tick (I/O) --------------------------------------------------------------------------
 
 
@@ -322,7 +331,8 @@ class ReconcileReport:
     parents_listed: int = 0
     list_calls: int = 0  # ListCustomJobs pages
     jobs_listed: int = 0
-    hints_published: int = 0
+    states_recorded: int = 0  # job states applied to the ledger (decisions included)
+    decisions_made: int = 0  # terminal states classified and decided
     retries_published: Mapping[str, int] = field(default_factory=dict)  # per RetryCause
     actions_taken: Mapping[str, int] = field(default_factory=dict)  # by ensure_actions, per kind
     watchdog_cancels: int = 0  # CancelCustomJob calls
@@ -365,7 +375,7 @@ def reconcile(services: Services, now: datetime) -> ReconcileReport:
         listed_parents=frozenset(listed),
     )
     runs_by_id = {run.run_id: run for run in runs}
-    tick.publish_hints(plan.hints)
+    applied = tick.apply_changes(plan.changes, jobs)
     for retry in plan.retries:
         tick.publish_retry(retry)
     for waited in plan.overdue:
@@ -373,14 +383,16 @@ def reconcile(services: Services, now: datetime) -> ReconcileReport:
     for intent in plan.stuck:
         tick.alert_stuck_intent(runs_by_id[intent.run_id], intent)
     for snapshot in snapshots:
-        tick.ensure_actions(snapshot)
+        if snapshot.run.run_id not in applied:  # apply_job_state ensured those on fresh data
+            tick.ensure_actions(snapshot)
     report = ReconcileReport(
         runs_read=len(runs),
         runs_limit_reached=len(runs) >= config.reconcile_max_runs,
         parents_listed=len(listed),
         list_calls=tick.list_calls,
         jobs_listed=tick.jobs_listed,
-        hints_published=tick.hints_published,
+        states_recorded=tick.states_recorded,
+        decisions_made=tick.decisions_made,
         retries_published=dict(tick.retries_published),
         actions_taken=dict(tick.actions_taken),
         watchdog_cancels=tick.cancels,
@@ -400,7 +412,9 @@ class _Tick:
         self.config = services.config
         self.list_calls = 0
         self.jobs_listed = 0
-        self.hints_published = 0
+        self.states_recorded = 0
+        self.decisions_made = 0
+        self._lock = threading.Lock()  # the counters above are bumped from apply_changes' threads
         self.retries_published: dict[str, int] = {}
         self.actions_taken: dict[str, int] = {}
         self.cancels = 0
@@ -425,27 +439,30 @@ class _Tick:
             return None
         return found
 
-    def publish_hints(self, hints: Sequence[Hint]) -> None:
-        """Publish every hint at once (the publisher batches them), then wait for all."""
-        if not hints:
-            return
-        publisher = clients.publisher_client()
-        topic = job_events_topic(self.config)
-        pending = []
-        for hint in hints:
-            data, attributes = jobevents.job_state_message(hint.job_name, hint.observed_state)
-            try:
-                future = publisher.publish(topic, data, **attributes)
-            except Exception as error:  # one failed hint must not stop the tick
-                self._failed(f"publishing the hint for {hint.job_name} on {topic}", error)
-                continue
-            pending.append((hint, future))
-        for hint, future in pending:
-            try:
-                future.result(timeout=PUBLISH_TIMEOUT_SECONDS)
-                self.hints_published += 1
-            except Exception as error:  # the next tick publishes it again
-                self._failed(f"publishing the hint for {hint.job_name} on {topic}", error)
+    def apply_changes(
+        self, changes: Sequence[StateChange], jobs: Mapping[str, CustomJob]
+    ) -> set[str]:
+        """Record each changed job's state (and decide its end), a few at a time; the run ids."""
+        if not changes:
+            return set()
+        with ThreadPoolExecutor(APPLY_WORKERS, thread_name_prefix="reconcile-apply") as pool:
+            results = list(pool.map(lambda c: self._apply(c, jobs[c.job_name]), changes))
+        return {change.run_id for change, result in zip(changes, results, strict=True) if result}
+
+    def _apply(self, change: StateChange, job: CustomJob) -> bool:
+        try:
+            result = jobstate.apply_job_state(job, self.services, random.Random())
+        except DispatchError as error:
+            # A lost race (LedgerConflict) or a ledger outage: the next tick applies it. A
+            # permanent error (the run's template left the config) repeats each tick, logged.
+            self._failed(f"recording {change.observed_state} of {change.job_name}", error)
+            return False
+        with self._lock:
+            if result.outcome in RECORDED_OUTCOMES:
+                self.states_recorded += 1
+            if result.outcome is jobstate.JobStateOutcome.DECIDED:
+                self.decisions_made += 1
+        return True
 
     def publish_retry(self, retry: DueRetry) -> None:
         topic = self.config.requests_topic

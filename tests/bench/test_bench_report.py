@@ -149,7 +149,7 @@ def reconcile(calls: int) -> dict[str, Any]:
         "vertex_calls_by_method": {"ListCustomJobs": calls},
         "vertex_calls_target": 42,
         "jobs_not_listed": 0,
-        "hints_published": 0,
+        "states_recorded": 0,
         "tick_seconds": 3.0,
         "runs_read": 2000,
         "jobs_listed": 2000,

@@ -208,12 +208,12 @@ def test_every_topic_a_function_publishes_to_is_created_and_granted() -> None:
 
 # What each function's code publishes, as the modules that publish say (a change there must
 # change the grants): dispatch alerts; the job-state function and the reconciler also publish
-# retries on the requests topic and completions; the reconciler publishes job-state hints.
+# retries on the requests topic and completions (the reconciler records states itself).
 CODE_PUBLISHES = [
     ("object-finalized", {"alerts"}),
     ("request", {"alerts"}),
     ("job-event", {"alerts", "requests", "completions"}),
-    ("reconcile", {"alerts", "requests", "completions", "job-events"}),
+    ("reconcile", {"alerts", "requests", "completions"}),
 ]
 
 

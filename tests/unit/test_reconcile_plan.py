@@ -14,10 +14,10 @@ from shared.config.model import FlexStartPlacement, PersistentResourcePlacement,
 from shared.ledger import Attempt, RetryPlan, Run, RunStatus
 from shared.reconcile import (
     DueRetry,
-    Hint,
     Listing,
     OverdueWait,
     RetryCause,
+    StateChange,
     StuckIntent,
     TickPlan,
     list_filter,
@@ -134,19 +134,19 @@ DECIDED = {"move": "retry", "alert": None}
         pytest.param(
             run(RunStatus.SUBMITTED, attempt(job=1, state="JOB_STATE_QUEUED")),
             (listed(1, "JOB_STATE_RUNNING"),),
-            TickPlan(hints=(Hint(RUN_ID, job_name(1), "JOB_STATE_RUNNING"),)),
+            TickPlan(changes=(StateChange(RUN_ID, job_name(1), "JOB_STATE_RUNNING"),)),
             id="missed-state-change",
         ),
         pytest.param(
             run(RunStatus.RUNNING, attempt(job=1, state="JOB_STATE_RUNNING")),
             (listed(1, "JOB_STATE_FAILED"),),
-            TickPlan(hints=(Hint(RUN_ID, job_name(1), "JOB_STATE_FAILED"),)),
+            TickPlan(changes=(StateChange(RUN_ID, job_name(1), "JOB_STATE_FAILED"),)),
             id="missed-end",
         ),
         pytest.param(
             run(RunStatus.RUNNING, attempt(job=1, state="JOB_STATE_FAILED")),
             (listed(1, "JOB_STATE_FAILED"),),
-            TickPlan(hints=(Hint(RUN_ID, job_name(1), "JOB_STATE_FAILED"),)),
+            TickPlan(changes=(StateChange(RUN_ID, job_name(1), "JOB_STATE_FAILED"),)),
             id="end-recorded-but-not-decided",
         ),
         pytest.param(
@@ -293,7 +293,7 @@ def test_watchdog(job: CustomJob, overdue: OverdueWait | None) -> None:
     plan = tick(run(RunStatus.SUBMITTED, attempt(job=1, state=state)), jobs=(job,))
 
     assert plan.overdue == ((overdue,) if overdue else ())
-    assert plan.hints == ()
+    assert plan.changes == ()
 
 
 def test_a_parent_that_could_not_be_listed_is_left_for_the_next_tick() -> None:

@@ -114,7 +114,6 @@ def test_two_reconciles_at_once_make_no_duplicate_jobs_or_alerts(world: World) -
     starved = world.request_run("flex-l4-starved")
     world.vertex.advance(3 * 60 + 1)  # the first job fails with INTERNAL
     world.reconcile()
-    world.deliver_hints(world.hints.pull())
     assert world.run(failing.run_id).status is RunStatus.WAITING_RETRY
     world.vertex.advance(11 * 60)  # its backoff has passed
     later = world.services.now() + timedelta(hours=2, minutes=31)
@@ -123,13 +122,11 @@ def test_two_reconciles_at_once_make_no_duplicate_jobs_or_alerts(world: World) -
         reports = list(pool.map(lambda _: reconcile(world.services, later), range(2)))
 
     retries = world.retries.pull()
-    hints = world.hints.pull()
     alerts = world.alerts.pull()
     assert sum(r.actions_taken.get("backoff_retries", 0) for r in reports) >= 1
     results = world.deliver_retries(retries) + world.deliver_retries(retries)  # and redelivered
     assert [r.outcome for r in results].count(DispatchOutcome.SUBMITTED) == 1
     assert len(world.creates(failing.run_id)) == 2  # attempt 1, and one attempt 2
-    world.deliver_hints(hints + hints)
     assert [a.body()["reason"] for a in of_run(alerts, starved.run_id)] == [
         WatchdogReason.OVERDUE_WAIT.value
     ]

@@ -81,7 +81,6 @@ def test_an_operator_retry_reopens_a_cancelled_run_and_starts_its_next_attempt(
     assert main(["cancel", started.run_id, "--config", str(CONFIG)]) == 0
     world.vertex.advance(60)  # the cancel completes: CANCELLING -> CANCELLED
     world.reconcile()
-    world.deliver_hints(world.hints.pull())
     assert world.run(started.run_id).status.value == "CANCELLED"
 
     assert main(["retry", started.run_id, "--config", str(CONFIG)]) == 0

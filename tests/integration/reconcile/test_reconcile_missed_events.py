@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from reconcile_test_support import World, of_run
+from reconcile_test_support import Message, World, of_run
 
+from shared.jobevents import job_state_message
 from shared.jobstate import JobStateOutcome
 from shared.ledger import RunStatus
 from shared.outcome import DispatchOutcome
@@ -12,28 +13,27 @@ from shared.reconcile import RetryCause
 JOB_RUNS_SECONDS = 2 * 60 + 10 * 60  # provisioning, then the default outcome's duration
 
 
-def test_a_job_that_ended_unseen_is_hinted_once_and_then_never_again(world: World) -> None:
+def test_a_job_that_ended_unseen_is_recorded_by_the_tick_once_and_then_never_again(
+    world: World,
+) -> None:
     started = world.request_run("flex-a100")
     assert started.outcome is DispatchOutcome.SUBMITTED
-    world.vertex.advance(JOB_RUNS_SECONDS + 60)  # it succeeds; nobody sends a hint
+    world.vertex.forget_requests()
+    world.vertex.advance(JOB_RUNS_SECONDS + 60)  # it succeeds; no event tells anyone
 
     first = world.reconcile()
-    hints = world.hints.pull()
 
-    assert first.hints_published == 1
-    assert [m.body() for m in hints] == [
-        {"job_name": started.job_name, "observed_state": "JOB_STATE_SUCCEEDED"}
-    ]
-    assert hints[0].attributes == {"vertex_dispatch_kind": "job_state"}
-    [handled] = world.deliver_hints(hints)
-    assert handled.outcome is JobStateOutcome.DECIDED
+    assert (first.states_recorded, first.decisions_made) == (1, 1)
     assert world.run(started.run_id).status is RunStatus.SUCCEEDED
-
+    assert world.vertex.requests("GetCustomJob") == []  # the listing was the read
+    assert world.hints.pull() == []  # applied, not handed to on_job_event
     second = world.reconcile()
-
-    assert second.hints_published == 0
+    assert second.states_recorded == 0
     assert second.runs_read == 0  # the run is over: no longer active
-    assert world.hints.pull() == []
+    # A late hint from the log sink finds the state recorded and changes nothing.
+    late = Message(*job_state_message(started.job_name, "JOB_STATE_SUCCEEDED"), "late-hint")
+    [handled] = world.deliver_hints([late])
+    assert handled.outcome is JobStateOutcome.UNCHANGED
 
 
 def test_an_infrastructure_failure_is_retried_after_its_backoff_and_succeeds(
@@ -45,11 +45,10 @@ def test_an_infrastructure_failure_is_retried_after_its_backoff_and_succeeds(
     started = world.request_run("flex-a100")
     world.vertex.advance(2 * 60 + 60 + 1)  # provisioning, one minute running, then INTERNAL
 
-    world.reconcile()
-    [decided] = world.deliver_hints(world.hints.pull())
+    decided = world.reconcile()
     waiting = world.run(started.run_id)
 
-    assert decided.outcome is JobStateOutcome.DECIDED
+    assert decided.decisions_made == 1
     assert waiting.status is RunStatus.WAITING_RETRY
     assert waiting.next_retry is not None and waiting.next_retry.attempt == 2
     early = world.reconcile()  # the backoff has not passed yet
@@ -67,7 +66,6 @@ def test_an_infrastructure_failure_is_retried_after_its_backoff_and_succeeds(
 
     world.vertex.advance(JOB_RUNS_SECONDS + 60)
     world.reconcile()
-    world.deliver_hints(world.hints.pull())
     done = world.run(started.run_id)
     assert done.status is RunStatus.SUCCEEDED
     assert [a.state for a in done.attempts] == ["JOB_STATE_FAILED", "JOB_STATE_SUCCEEDED"]

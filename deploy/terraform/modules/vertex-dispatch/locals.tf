@@ -34,7 +34,7 @@ locals {
       entry_point = "reconcile"
       # Lists jobs and cancels the ones the watchdog finds overdue (aiplatform.customJobs.cancel).
       project_roles             = ["roles/aiplatform.user", "roles/datastore.user"]
-      publishes                 = ["job-events", "requests", "alerts", "completions"]
+      publishes                 = ["requests", "alerts", "completions"]
       reads_datasets            = false
       acts_as_training_accounts = false
       listens_to                = "reconcile-ticks"
