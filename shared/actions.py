@@ -9,8 +9,11 @@ the reconciler on every tick, which redoes whatever a failed publish left undone
 - **completion**: a succeeded run whose completion message is not yet among its ``notices``,
   when the config has a ``completions_topic``;
 - **retry**: a run WAITING_RETRY whose ``next_retry.at`` has passed, published to the requests
-  topic. Publishing twice is harmless (dispatch claims each attempt once), so nothing records
-  that it was published: the claim that follows clears ``next_retry``.
+  topic; then ``next_retry.at`` moves ``RETRY_REPUBLISH_AFTER`` ahead, so the next tick does not
+  publish it again while the message waits its turn (the claim that follows clears
+  ``next_retry``). Publishing twice is harmless (dispatch claims each attempt once), but a copy
+  per tick while ``on_request`` is behind would make its backlog grow without bound; the
+  republish is only for a message that never led to a claim (dead-lettered, say).
 
 Each action is tried even when an earlier one failed; a transient failure is raised at the end,
 so the delivery is retried and the actions that succeeded are not repeated (the ledger says so).
@@ -21,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from shared import completions, retries
@@ -29,12 +33,15 @@ from shared.errors import TransientError
 from shared.logs import log
 from shared.records import describe_trigger
 from shared.rejections import alert_once
-from shared.runs import Attempt, Run, RunSnapshot, RunStatus
+from shared.runs import Attempt, LedgerConflict, Run, RunSnapshot, RunStatus
 from shared.triggers import JobRequest, ObjectFinalized, RetryRequest, ScheduleTick, Trigger
 
 if TYPE_CHECKING:
     from shared.dispatch import Services
 
+RETRY_REPUBLISH_AFTER = timedelta(minutes=10)
+"""How long a published retry may go unclaimed before it is published again: longer than Pub/Sub
+takes to redeliver a message through its retry policy's longest backoff (600 s)."""
 NO_REQUESTS_TOPIC = "no_requests_topic"
 """The alert reason when a retry is due but the config names no topic to publish it on."""
 
@@ -132,6 +139,12 @@ def _ensure_retry(
     except TransientError as error:
         failures.append(error)
         return False
+    try:
+        services.ledger.record_retry_published(snapshot, services.now() + RETRY_REPUBLISH_AFTER)
+    except LedgerConflict:
+        pass  # the run moved on (dispatch claimed the retry): nothing is owed any more
+    except TransientError as error:
+        failures.append(error)  # published all the same; at worst it is published again
     log(
         logger,
         logging.INFO,

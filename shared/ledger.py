@@ -55,6 +55,7 @@ from shared.runs import (
     with_notice,
     with_observed_state,
     with_reopened,
+    with_retry_published,
     with_status,
 )
 
@@ -247,6 +248,12 @@ class Ledger:
         Like ``record_alert``: call it after the publish succeeded.
         """
         return self._apply(run_id, lambda run: with_notice(run, notice))[1]
+
+    def record_retry_published(self, current: RunSnapshot, republish_at: datetime) -> RunSnapshot:
+        """Note that ``current``'s due retry was published: the next publish waits until
+        ``republish_at``. Only if the run is still ``current`` (else ``LedgerConflict``: most
+        likely dispatch claimed the retry meanwhile, and nothing is owed any more)."""
+        return self._write_if_unchanged(current, with_retry_published(current.run, republish_at))
 
     def list_runs(self, statuses: Collection[RunStatus], limit: int = 100) -> list[RunSnapshot]:
         """Up to ``limit`` runs whose status is one of ``statuses`` (at most 30), in no order."""

@@ -289,6 +289,15 @@ def with_decision(run: Run, outcome: AttemptOutcome) -> Run:
     return with_status(replace(recorded, attempts=attempts), outcome.status, outcome.next_retry)
 
 
+def with_retry_published(run: Run, republish_at: datetime) -> Run:
+    """``run`` whose due retry was published: publish it again only from ``republish_at`` on."""
+    if run.status is not RunStatus.WAITING_RETRY or run.next_retry is None:
+        raise InvalidTransition(
+            f"run {run.run_id} is {run.status}, not waiting for a retry: nothing was published"
+        )
+    return replace(run, next_retry=replace(run.next_retry, at=republish_at))
+
+
 def with_notice(run: Run, notice: str) -> Run:
     """``run`` with ``notice`` among the messages published."""
     return run if notice in run.notices else replace(run, notices=(*run.notices, notice))

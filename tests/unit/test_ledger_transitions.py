@@ -17,6 +17,7 @@ from shared.ledger import (
     with_decision,
     with_notice,
     with_observed_state,
+    with_retry_published,
 )
 
 T0 = datetime(2026, 12, 1, 2, 0, tzinfo=UTC)
@@ -146,6 +147,18 @@ def test_a_decision_is_recorded_with_the_state_once() -> None:
 def test_a_decision_that_does_not_fit_is_refused(before: Run, decided: AttemptOutcome) -> None:
     with pytest.raises(InvalidTransition):
         with_decision(before, decided)
+
+
+def test_a_published_retry_waits_until_its_republish_time() -> None:
+    plan = RetryPlan(T0 + timedelta(minutes=1), 2, 1, "capacity")
+    waiting = with_decision(ONE_QUEUED, outcome(RunStatus.WAITING_RETRY, plan))
+    later = T0 + timedelta(minutes=11)
+
+    published = with_retry_published(waiting, later)
+
+    assert published.next_retry == RetryPlan(later, 2, 1, "capacity")
+    with pytest.raises(InvalidTransition):
+        with_retry_published(ONE_QUEUED, later)  # no retry is due on a live run
 
 
 def test_a_notice_is_recorded_once() -> None:

@@ -22,7 +22,7 @@ from jobstate_test_support import (
 )
 
 from shared import vertex as vertex_api
-from shared.actions import ensure_actions
+from shared.actions import RETRY_REPUBLISH_AFTER, ensure_actions
 from shared.alerts import AlertReason
 from shared.dispatch import Services, dispatch_event
 from shared.jobstate import JobStateOutcome, JobStateResult, handle_job_event
@@ -194,7 +194,13 @@ def test_an_infrastructure_failure_backs_off_then_succeeds(
     snapshot = services.ledger.get_run(story.run_id)
     assert snapshot is not None
     assert ensure_actions(snapshot, later).retry_published
-    assert [(r["attempt"], r["placement_index"]) for r in story.dispatch_retries()] == [(2, 0)]
+    # Ticks while the message waits for on_request publish no copy: a backlog cannot grow.
+    republished = services.ledger.get_run(story.run_id)
+    assert republished is not None and republished.run.next_retry is not None
+    assert republished.run.next_retry.at == due + RETRY_REPUBLISH_AFTER
+    assert not ensure_actions(republished, later).retry_published
+    retries = story.dispatch_retries()
+    assert [(r["attempt"], r["placement_index"]) for r in retries] == [(2, 0)]
 
     vertex.advance(PROVISIONING + SUCCESS_RUNTIME + 60)
     assert story.hint(2).outcome is JobStateOutcome.DECIDED
