@@ -7,6 +7,9 @@ the first event then pays the imports, as a cold start would in production.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -48,6 +51,12 @@ class FunctionServer:
     def stop(self) -> None:
         self.process.stop()
 
+    def kill(self) -> None:
+        """SIGKILL the whole process group at once, as a crashed instance: no handler runs."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.process_group_id, signal.SIGKILL)
+        self.process.stop(grace_seconds=0.0)  # reaps the group, already dead
+
 
 def start_function_server(
     target: str,
@@ -55,9 +64,12 @@ def start_function_server(
     env: Mapping[str, str],
     host: str = LOOPBACK,
     timeout_seconds: float = DEFAULT_START_TIMEOUT_SECONDS,
+    port: int | None = None,
+    instance: int = 1,
 ) -> FunctionServer:
-    """Serve ``target`` under functions-framework on a free port; its log is function-TARGET.log."""
-    port = free_port(host)
+    """Serve ``target`` under functions-framework on ``port`` (a free one by default); its log
+    is function-TARGET.log, or function-TARGET-INSTANCE.log for a later ``instance``."""
+    port = port or free_port(host)
     command = [
         sys.executable,
         "-m",
@@ -68,7 +80,7 @@ def start_function_server(
         f"--port={port}",
     ]
     started = start_and_wait(
-        f"function-{target}",
+        f"function-{target}" if instance == 1 else f"function-{target}-{instance}",
         command,
         tcp_open(host, port),
         log_dir,

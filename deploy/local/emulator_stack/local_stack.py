@@ -24,7 +24,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
@@ -72,11 +72,12 @@ class LocalStack:
     config: Config
     log_dir: Path
     emulators: EmulatorStack
-    functions: Mapping[str, FunctionServer]
+    functions: dict[str, FunctionServer]  # by target; a crashed one is replaced in place
     pubsub: PubSubWiring
     eventarc: StorageEventarc
     scheduler: LocalScheduler
     dead_letter_topic: str
+    _restarts: dict[str, int] = field(default_factory=dict, repr=False)
 
     @property
     def env(self) -> dict[str, str]:
@@ -104,6 +105,18 @@ class LocalStack:
         status["eventarc stand-in"] = self.eventarc.is_running()
         status["scheduler stand-in"] = self.scheduler.is_running()
         return status
+
+    def crash_and_restart_function(self, target: str) -> FunctionServer:
+        """SIGKILL ``target``'s server (as an instance crashing mid-request), then serve it again
+        on the same port, so pushes and Eventarc find it; what was in flight is redelivered."""
+        old = self.functions[target]
+        old.kill()
+        self._restarts[target] = self._restarts.get(target, 1) + 1
+        new = start_function_server(
+            target, self.log_dir, self.env, old.host, port=old.port, instance=self._restarts[target]
+        )
+        self.functions[target] = new
+        return new
 
     def stop(self) -> None:
         """Stop the stand-ins, then the functions, then the emulators (idempotent)."""
