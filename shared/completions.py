@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from shared import clients
 from shared.errors import TransientError
+from shared.runs import COMPLETION_NOTICE
 
 if TYPE_CHECKING:
     from google.cloud import pubsub_v1
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
     from shared.runs import Attempt, Run
 
 SCHEMA = "vertex-dispatch.completion.v1"
-NOTICE = "completion"
+NOTICE = COMPLETION_NOTICE  # recorded on the run once its completion was published
 """The ledger notice that says the completion message was published."""
 PUBLISH_TIMEOUT_SECONDS = 30.0
 

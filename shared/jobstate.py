@@ -125,12 +125,24 @@ def apply_job_state(
 ) -> JobStateResult:
     """Record what ``job`` (as just read) means for its run, then ensure the run's actions."""
     from shared.actions import ensure_actions
+
+    result, snapshot = record_job_state(job, services, rng)
+    if snapshot is not None:
+        ensure_actions(snapshot, services)
+    return result
+
+
+def record_job_state(
+    job: aiplatform_v1.CustomJob, services: Services, rng: random.Random
+) -> tuple[JobStateResult, RunSnapshot | None]:
+    """Record what ``job`` (as just read) means for its run; the run as recorded, when there is
+    one, so that the caller ensures its actions (``apply_job_state`` does both)."""
     from shared.outcomes import is_terminal
 
     run_id, attempt_number = _run_and_attempt(job)
     state = job.state.name
     if run_id is None or attempt_number is None:
-        return JobStateResult(JobStateOutcome.NOT_OURS, job_name=job.name, state=state)
+        return JobStateResult(JobStateOutcome.NOT_OURS, job_name=job.name, state=state), None
     snapshot = services.ledger.get_run(run_id)
     attempt = snapshot.run.attempt(attempt_number) if snapshot else None
     if snapshot is None or attempt is None:
@@ -142,7 +154,7 @@ def apply_job_state(
             job=job.name,
             attempt=attempt_number,
         )
-        return JobStateResult(JobStateOutcome.UNKNOWN_RUN, run_id, job.name, state)
+        return JobStateResult(JobStateOutcome.UNKNOWN_RUN, run_id, job.name, state), None
     if _already_recorded(attempt, state):
         outcome = JobStateOutcome.UNCHANGED
     elif is_terminal(state) and _decidable(snapshot, attempt_number):
@@ -161,8 +173,8 @@ def apply_job_state(
         job=job.name,
         state=state,
     )
-    ensure_actions(snapshot, services)
-    return JobStateResult(outcome, run_id, job.name, state, detail=snapshot.run.status.value)
+    status = snapshot.run.status.value
+    return JobStateResult(outcome, run_id, job.name, state, detail=status), snapshot
 
 
 def _read_job(hint: JobHint, services: Services) -> aiplatform_v1.CustomJob | None:
@@ -244,7 +256,13 @@ def _decide_and_record(
             job_name=job.name,
             state=classification.state,
             error=classification.error_record(),
-            decision=decision_record(decision, classification, job, now),
+            decision=decision_record(
+                decision,
+                classification,
+                job,
+                now,
+                completes=services.config.completions_topic is not None,
+            ),
             status=decision.status,
             next_retry=decision.retry,
         ),
@@ -252,9 +270,17 @@ def _decide_and_record(
 
 
 def decision_record(
-    decision: Decision, classification: Classification, job: aiplatform_v1.CustomJob, now: datetime
+    decision: Decision,
+    classification: Classification,
+    job: aiplatform_v1.CustomJob,
+    now: datetime,
+    *,
+    completes: bool = True,
 ) -> dict[str, Any]:
-    """The decision as the ledger stores it on the attempt: what ``ensure_actions`` reads."""
+    """The decision as the ledger stores it on the attempt: what ``ensure_actions`` reads.
+
+    ``completes`` is False when the config has no completions topic: no completion is then owed.
+    """
     alert = None
     if decision.alert is not None:
         alert = {
@@ -271,7 +297,7 @@ def decision_record(
         "evidence": classification.evidence,
         "explanation": decision.explanation,
         "alert": alert,
-        "complete": decision.complete,
+        "complete": decision.complete and completes,
         "output_directory": job.job_spec.base_output_directory.output_uri_prefix or None,
         "decided_at": now,
     }

@@ -32,6 +32,7 @@ from google.api_core import retry as api_retry
 from shared import clients
 from shared.errors import BackendUnavailable
 from shared.runs import (
+    ACTIONS_OWED_FIELD,
     CREATE_FAILED_STATE,
     INTENT_STATE,
     REOPENABLE_STATUSES,
@@ -62,6 +63,7 @@ from shared.runs import (
 
 if TYPE_CHECKING:
     from google.cloud import firestore
+    from google.cloud.firestore_v1 import FieldFilter
 
 __all__ = [
     "CALL_TIMEOUT_SECONDS",
@@ -287,12 +289,19 @@ class Ledger:
         """Up to ``limit`` runs whose status is one of ``statuses`` (at most 30), in no order."""
         from google.cloud.firestore_v1 import FieldFilter
 
-        query = (
-            self._client.collection(self._collection)
-            .where(filter=FieldFilter("status", "in", [status.value for status in statuses]))
-            .limit(limit)
-        )
-        with _translated_errors("query", f"status in {sorted(statuses)}"):
+        values = [status.value for status in statuses]
+        return self._query(FieldFilter("status", "in", values), limit)
+
+    def list_runs_owing_actions(self, limit: int = 100) -> list[RunSnapshot]:
+        """Up to ``limit`` runs whose decisions still owe an alert or a completion (any status),
+        in no order: mostly ended runs whose publish failed."""
+        from google.cloud.firestore_v1 import FieldFilter
+
+        return self._query(FieldFilter(ACTIONS_OWED_FIELD, "==", True), limit)
+
+    def _query(self, where: FieldFilter, limit: int) -> list[RunSnapshot]:
+        query = self._client.collection(self._collection).where(filter=where).limit(limit)
+        with _translated_errors("query", f"{where.field_path} {where.op_string} {where.value}"):
             return [
                 RunSnapshot(run_from_document(snapshot.to_dict()), snapshot.update_time)
                 for snapshot in query.stream(retry=_READ_RETRY, timeout=CALL_TIMEOUT_SECONDS)

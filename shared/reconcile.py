@@ -22,9 +22,10 @@ and let the next tick repeat whatever did not happen. One tick:
      still without a job after ``STUCK_INTENT_ALERT_AFTER`` is alerted;
 
 4. applies the plan, each action isolated: a failing one is counted and retried next tick;
-5. calls ``actions.ensure_actions`` on every run read: it publishes the retries whose backoff has
-   passed and redoes any alert or completion a failed publish left undone (no I/O when nothing
-   is owed).
+5. calls ``actions.ensure_actions`` on every run read, and on the ended runs whose decisions
+   still owe an alert or a completion (the ledger's ``actions_owed`` flag): it publishes the
+   retries whose backoff has passed and redoes any alert or completion a failed publish left
+   undone (no I/O when nothing is owed).
 
 Running two ticks at once is harmless: a state is recorded by compare-and-set (the loser of a
 race gets ``LedgerConflict``, counted, and the next tick finds the state recorded), retries are
@@ -328,6 +329,7 @@ class ReconcileReport:
 
     runs_read: int = 0
     runs_limit_reached: bool = False  # more active runs than one tick reads: raise the limit
+    ended_runs_owing_actions: int = 0  # ended runs whose alert or completion publish failed
     parents_listed: int = 0
     list_calls: int = 0  # ListCustomJobs pages
     jobs_listed: int = 0
@@ -357,6 +359,12 @@ def reconcile(services: Services, now: datetime) -> ReconcileReport:
     config = services.config
     snapshots = services.ledger.list_runs(ACTIVE_STATUSES, limit=config.reconcile_max_runs)
     runs = [snapshot.run for snapshot in snapshots]
+    active = {run.run_id for run in runs}
+    owing = [
+        snapshot
+        for snapshot in services.ledger.list_runs_owing_actions(limit=config.reconcile_max_runs)
+        if snapshot.run.run_id not in active
+    ]
     tick = _Tick(services)
     listings = plan_listings(runs)
     jobs: dict[str, CustomJob] = {}
@@ -382,11 +390,12 @@ def reconcile(services: Services, now: datetime) -> ReconcileReport:
         tick.cancel_overdue(runs_by_id[waited.run_id], waited)
     for intent in plan.stuck:
         tick.alert_stuck_intent(runs_by_id[intent.run_id], intent)
-    for snapshot in snapshots:
-        if snapshot.run.run_id not in applied:  # apply_job_state ensured those on fresh data
+    for snapshot in (*snapshots, *owing):
+        if snapshot.run.run_id not in applied:  # ensured already, on the freshly recorded run
             tick.ensure_actions(snapshot)
     report = ReconcileReport(
         runs_read=len(runs),
+        ended_runs_owing_actions=len(owing),
         runs_limit_reached=len(runs) >= config.reconcile_max_runs,
         parents_listed=len(listed),
         list_calls=tick.list_calls,
@@ -414,7 +423,7 @@ class _Tick:
         self.jobs_listed = 0
         self.states_recorded = 0
         self.decisions_made = 0
-        self._lock = threading.Lock()  # the counters above are bumped from apply_changes' threads
+        self._lock = threading.Lock()  # counters are bumped from apply_changes' threads too
         self.retries_published: dict[str, int] = {}
         self.actions_taken: dict[str, int] = {}
         self.cancels = 0
@@ -451,7 +460,7 @@ class _Tick:
 
     def _apply(self, change: StateChange, job: CustomJob) -> bool:
         try:
-            result = jobstate.apply_job_state(job, self.services, random.Random())
+            result, snapshot = jobstate.record_job_state(job, self.services, random.Random())
         except DispatchError as error:
             # A lost race (LedgerConflict) or a ledger outage: the next tick applies it. A
             # permanent error (the run's template left the config) repeats each tick, logged.
@@ -462,6 +471,8 @@ class _Tick:
                 self.states_recorded += 1
             if result.outcome is jobstate.JobStateOutcome.DECIDED:
                 self.decisions_made += 1
+        if snapshot is not None:
+            self.ensure_actions(snapshot)
         return True
 
     def publish_retry(self, retry: DueRetry) -> None:
@@ -559,13 +570,15 @@ class _Tick:
         except DispatchError as error:
             self._failed(f"carrying out the actions owed by run {snapshot.run.run_id}", error)
             return
-        for action, done in (
-            ("alerts", len(taken.alerts)),
-            ("completions", int(taken.completion_published)),
-            ("backoff_retries", int(taken.retry_published)),
-        ):
-            if done:
-                self.actions_taken[action] = self.actions_taken.get(action, 0) + done
+        done = {
+            "alerts": len(taken.alerts),
+            "completions": int(taken.completion_published),
+            "backoff_retries": int(taken.retry_published),
+        }
+        with self._lock:  # also called from apply_changes' threads
+            for action, count in done.items():
+                if count:
+                    self.actions_taken[action] = self.actions_taken.get(action, 0) + count
 
     def _failed(self, action: str, error: Exception) -> None:
         self.errors.append(f"{action}: {error}")

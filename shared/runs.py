@@ -321,6 +321,26 @@ def _refuse_if_terminal(run: Run, action: str) -> None:
 # Document <-> Run: plain maps Firestore stores natively (timestamps stay datetimes).
 
 
+ACTIONS_OWED_FIELD = "actions_owed"
+COMPLETION_NOTICE = "completion"
+"""The notice a run gets once its completion message was published (``shared.completions``)."""
+
+
+def owed_actions(run: Run) -> tuple[str, ...]:
+    """What ``run``'s decisions still owe: each alert reason not sent, and the completion when a
+    decision asked for one that is not published. The ledger stores whether this is empty
+    (``actions_owed``) so that the reconciler finds ended runs whose publish failed."""
+    owed: list[str] = []
+    for attempt in run.attempts:
+        decision = attempt.decision or {}
+        alert = decision.get("alert")
+        if alert and alert["reason"] not in run.alerts and alert["reason"] not in owed:
+            owed.append(alert["reason"])
+        if decision.get("complete") and COMPLETION_NOTICE not in (*run.notices, *owed):
+            owed.append(COMPLETION_NOTICE)
+    return tuple(owed)
+
+
 def run_to_document(run: Run) -> dict[str, Any]:
     return {
         "run_id": run.run_id,
@@ -336,6 +356,7 @@ def run_to_document(run: Run) -> dict[str, Any]:
         "next_retry": dataclasses.asdict(run.next_retry) if run.next_retry else None,
         "created_at": run.created_at,
         "updated_at": run.updated_at,
+        ACTIONS_OWED_FIELD: bool(owed_actions(run)),  # derived, for the reconciler's query
     }
 
 

@@ -14,11 +14,14 @@ from shared.ledger import (
     RetryPlan,
     Run,
     RunStatus,
+    run_to_document,
+    with_alert,
     with_decision,
     with_notice,
     with_observed_state,
     with_retry_published,
 )
+from shared.runs import owed_actions
 
 T0 = datetime(2026, 12, 1, 2, 0, tzinfo=UTC)
 PARENT = "projects/local-project/locations/us-central1"
@@ -159,6 +162,32 @@ def test_a_published_retry_waits_until_its_republish_time() -> None:
     assert published.next_retry == RetryPlan(later, 2, 1, "capacity")
     with pytest.raises(InvalidTransition):
         with_retry_published(ONE_QUEUED, later)  # no retry is due on a live run
+
+
+def decided(alert_reason: str | None, complete: bool) -> Run:
+    alert = {"reason": alert_reason, "message": "m", "what_to_do": "w"} if alert_reason else None
+    decision = {"outcome": "x", "alert": alert, "complete": complete}
+    status = RunStatus.SUCCEEDED if complete else RunStatus.FAILED
+    return with_decision(
+        ONE_QUEUED,
+        AttemptOutcome(1, JOB_1, "JOB_STATE_FAILED", None, decision, status, None),
+    )
+
+
+@pytest.mark.parametrize(
+    ("run", "owed"),
+    [
+        pytest.param(ONE_QUEUED, (), id="undecided: nothing"),
+        pytest.param(decided(None, False), (), id="decided, no alert, no completion"),
+        pytest.param(decided("user_code", False), ("user_code",), id="alert not sent"),
+        pytest.param(with_alert(decided("user_code", False), "user_code"), (), id="alert sent"),
+        pytest.param(decided(None, True), ("completion",), id="completion not published"),
+        pytest.param(with_notice(decided(None, True), "completion"), (), id="completion published"),
+    ],
+)
+def test_what_a_run_still_owes(run: Run, owed: tuple[str, ...]) -> None:
+    assert owed_actions(run) == owed
+    assert run_to_document(run)["actions_owed"] is bool(owed)
 
 
 def test_a_notice_is_recorded_once() -> None:

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from reconcile_test_support import Message, World, of_run
 
 from shared.jobevents import job_state_message
 from shared.jobstate import JobStateOutcome
 from shared.ledger import RunStatus
 from shared.outcome import DispatchOutcome
-from shared.reconcile import RetryCause
+from shared.reconcile import RetryCause, reconcile
 
 JOB_RUNS_SECONDS = 2 * 60 + 10 * 60  # provisioning, then the default outcome's duration
 
@@ -99,3 +101,33 @@ def test_an_intent_left_without_a_job_is_handed_back_to_dispatch(world: World) -
     assert reattached.outcome is DispatchOutcome.REATTACHED
     assert len(world.creates(run_id)) == 1  # found by label, not created again
     assert world.run(run_id).status is RunStatus.SUBMITTED
+
+
+def test_an_ended_run_whose_alert_failed_to_publish_is_alerted_by_a_later_tick(
+    world: World,
+) -> None:
+    world.vertex.call(
+        "POST",
+        "outcomes",
+        {"result": "user_error", "exit_code": 1, "duration": "1m", "times": 1},
+    )
+    started = world.request_run("flex-a100")
+    world.vertex.advance(2 * 60 + 60 + 1)  # provisioning, one minute running, then exit code 1
+    config = world.services.config
+    no_alerts_topic = replace(config, alerts_topic=f"{config.alerts_topic}-missing")
+
+    failed = reconcile(replace(world.services, config=no_alerts_topic), world.services.now())
+
+    ended = world.run(started.run_id)
+    assert failed.decisions_made == 1 and failed.errors  # decided; the alert's publish failed
+    assert ended.status is RunStatus.FAILED and ended.alerts == ()
+    assert world.alerts.pull() == []
+
+    later = world.reconcile()  # the run is over, but its decision still owes the alert
+
+    assert later.ended_runs_owing_actions == 1
+    assert later.actions_taken == {"alerts": 1}
+    [alert] = of_run(world.alerts.pull(), started.run_id)
+    assert alert.body()["reason"] == "retries_exhausted"
+    assert world.run(started.run_id).alerts == ("retries_exhausted",)
+    assert world.reconcile().ended_runs_owing_actions == 0  # owed no more: not read again
