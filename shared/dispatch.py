@@ -289,21 +289,21 @@ def _rejected_run_key(cloud_event: CloudEvent, trigger: Trigger | None) -> str:
     """The run key a rejected event is recorded under: its request key, else the event's id."""
     if isinstance(trigger, JobRequest):
         return runkeys.request_run_key(trigger.message_id, trigger.idempotency_key)
-    return f"rejected-event:{cloud_event.get('source')}#{cloud_event.get('id')}"
+    # printable: the event may have been refused for holding text that UTF-8 cannot encode.
+    source, event_id = (events.printable(cloud_event.get(key)) for key in ("source", "id"))
+    return f"rejected-event:{source}#{event_id}"
 
 
 def _event_record(cloud_event: CloudEvent) -> dict[str, object]:
     """What the ledger keeps of an event that could not be decoded: its envelope only."""
     return {
         "kind": "UndecodableEvent",
-        "type": str(cloud_event.get("type")),
-        "source": str(cloud_event.get("source")),
-        "id": str(cloud_event.get("id")),
+        **{key: events.printable(cloud_event.get(key)) for key in ("type", "source", "id")},
     }
 
 
 def _describe_event(cloud_event: CloudEvent) -> str:
-    return (
-        f"CloudEvent {cloud_event.get('type')} from {cloud_event.get('source')}, "
-        f"id {cloud_event.get('id')}"
+    type_, source, event_id = (
+        events.printable(cloud_event.get(key)) for key in ("type", "source", "id")
     )
+    return f"CloudEvent {type_} from {source}, id {event_id}"

@@ -65,6 +65,10 @@ _SCHEDULE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 _CONTROL_CHARACTER = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _STORAGE_SOURCE = re.compile(r"//storage\.googleapis\.com/projects/[^/]+/buckets/(?P<bucket>[^/]+)")
 _SHOWN_VALUE_CHARS = 80
+# JSON's \ud800-style escapes decode to lone UTF-16 surrogates: Python strings that UTF-8 cannot
+# encode, so they would fail at the first ledger write or hash (a 500, redelivered forever)
+# rather than here, as the malformed input they are.
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def decode(cloud_event: CloudEvent) -> Trigger:
@@ -77,7 +81,32 @@ def decode(cloud_event: CloudEvent) -> Trigger:
             f"CloudEvent type {_shown(event_type)} is not accepted: the functions take only "
             f"{accepted}; point the trigger at one of those event types"
         )
+    refuse_lone_surrogates(cloud_event.get_attributes(), "CloudEvent attributes")
     return decoder(cloud_event)
+
+
+def refuse_lone_surrogates(value: object, where: str) -> None:
+    """``MalformedEvent`` if any string in ``value`` (and the keys and items it holds) contains
+    a lone UTF-16 surrogate, which is not text."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str):
+            if _LONE_SURROGATE.search(item):
+                raise MalformedEvent(
+                    f"{where} holds a lone UTF-16 surrogate (a \\uD800-\\uDFFF escape without "
+                    "its pair), which is not Unicode text; send valid UTF-8"
+                )
+        elif isinstance(item, Mapping):
+            pending.extend(item.keys())
+            pending.extend(item.values())
+        elif isinstance(item, list | tuple):
+            pending.extend(item)
+
+
+def printable(value: object) -> str:
+    """``str(value)`` with any lone surrogate written as its escape: safe to store or hash."""
+    return str(value).encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 # --- Cloud Storage ---------------------------------------------------------------------------
@@ -110,6 +139,13 @@ def _check_object_name(name: str) -> None:
     if _CONTROL_CHARACTER.search(name):
         raise MalformedEvent(
             f"storage event data.name {_shown(name)} contains a control character, which "
+            "vertex-dispatch refuses to pass into job arguments; rename the object"
+        )
+    if {".", ".."} & set(name.split("/")):
+        # Legal in Cloud Storage, but a "." or ".." segment in a dataset URI reads as another
+        # directory to any tool that normalises paths (gcsfuse, a POSIX join in the job).
+        raise MalformedEvent(
+            f"storage event data.name {_shown(name)} has a '.' or '..' path segment, which "
             "vertex-dispatch refuses to pass into job arguments; rename the object"
         )
 
@@ -328,6 +364,7 @@ def _event_data(cloud_event: CloudEvent, what: str) -> Mapping[str, Any]:
     """The event's data as a mapping: functions-framework parses JSON data, else gives bytes."""
     data = cloud_event.get_data()
     if isinstance(data, Mapping):
+        refuse_lone_surrogates(data, f"{what} data")
         return data
     if isinstance(data, str):
         data = data.encode("utf-8")
@@ -355,6 +392,7 @@ def _json_object(raw: bytes, what: str, *, empty_allowed: bool) -> dict[str, Any
         raise MalformedEvent(f"{what} is not JSON ({error}); send a JSON object") from None
     if not isinstance(parsed, dict):
         raise MalformedEvent(f"{what} must be a JSON object; got {_shown(parsed)}")
+    refuse_lone_surrogates(parsed, what)
     return parsed
 
 
