@@ -131,6 +131,14 @@ def _publish_requests(
     return run_ids, publishes
 
 
+def _drain(stack: LocalStack, subscription: str) -> int:
+    """How many messages ``subscription`` holds (pulled and acknowledged, 100 at a time)."""
+    count = 0
+    while batch := stack.pubsub.pull(subscription):
+        count += len(batch)
+    return count
+
+
 def _all_jobs(stack: LocalStack) -> list[dict[str, Any]]:
     base = f"http://{stack.vertex_ai.address}/v1/projects/{stack.config.project}/locations"
     jobs: list[dict[str, Any]] = []
@@ -217,7 +225,7 @@ def _soak(
         jobs=sum(jobs_per_attempt.values()),
         duplicate_jobs=sum(n - 1 for n in jobs_per_attempt.values()),
         lost_triggers=triggers - len(runs),
-        dead_lettered=len(stack.pubsub.pull(dead_letter_kept)),
+        dead_lettered=_drain(stack, dead_letter_kept),
         crashes=chaos.crashes,
         ledger_freezes=chaos.freezes,
         seconds=time.monotonic() - started,
