@@ -6,7 +6,17 @@ The bundle is the source root Cloud Functions builds from:
 - ``main.py``: a copy of ``functions/main.py`` (the runtime's default entry module);
 - ``shared/``: the library package, every file but caches;
 - ``requirements.txt``: the runtime dependencies pinned to the versions installed in the Python
-  running this script, with everything they pull in, so production runs what the tests ran.
+  running this script, with everything they pull in, so production runs what the tests ran;
+- ``__pycache__/*.cpython-311.pyc`` beside every module: bytecode for the runtime's Python, so a
+  cold instance does not compile our modules on import.
+
+The bytecode is unchecked-hash (PEP 552): valid whatever happens to the files' modification times
+(the zip, the upload and the container image all rewrite them), and never re-validated against the
+source. It is written only when the Python running this script is the runtime's minor version
+(``RUNTIME``: a 3.12 interpreter writes ``cpython-312`` files that 3.11 ignores); otherwise the
+bundle is built without it and says so. Cloud Functions' Python buildpack recompiles the source
+itself (``compileall -f``, for syntax errors), replacing these files: see docs/deploy.md for the
+build variable that keeps its bytecode valid in the image.
 
 Run it with the project's virtual environment, from anywhere::
 
@@ -20,7 +30,10 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
+import json
+import os
 import shutil
+import subprocess
 import sys
 import zipfile
 from collections.abc import Iterable, Sequence
@@ -35,7 +48,11 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 PROJECT_DISTRIBUTION = "vertex-dispatch"
 ENTRY_MODULE = Path("functions/main.py")
 LIBRARY_PACKAGE = Path("shared")
+# Caches in the clone are never copied: they may be timestamp-based, stale or for another Python.
 SKIPPED_NAMES = ("__pycache__", "*.pyc", "*.pyo")
+# The Cloud Functions runtime the bundle is built for: the Terraform module's build_config.runtime
+# (tests/deploy/test_bundle.py checks that the two agree).
+RUNTIME = "python311"
 # Zip entries carry this date so the same files always make the same zip (and the same object
 # name in Terraform, which names the upload by its MD5).
 ZIP_DATE = (1980, 1, 1, 0, 0, 0)
@@ -49,12 +66,22 @@ class BundleError(Exception):
 
 
 @dataclass(frozen=True)
+class Bytecode:
+    """The ``.pyc`` files written into a bundle (relative paths), or why none were."""
+
+    files: tuple[str, ...]
+    skipped: str | None = None
+
+
+@dataclass(frozen=True)
 class Bundle:
-    """A built bundle: its directory, its zip (when asked for) and its pinned requirements."""
+    """A built bundle: its directory, its zip (when asked for), its pinned requirements and the
+    bytecode shipped with it."""
 
     directory: Path
     zip_path: Path | None
     requirements: tuple[str, ...]
+    bytecode: Bytecode
 
 
 def runtime_requirements(distribution: str = PROJECT_DISTRIBUTION) -> list[Requirement]:
@@ -112,10 +139,76 @@ def _applies(requirement: Requirement, extras: frozenset[str]) -> bool:
     )
 
 
+def runtime_python(runtime: str = RUNTIME) -> tuple[int, int]:
+    """``python311`` -> ``(3, 11)``: the Python minor version a Cloud Functions runtime runs."""
+    digits = runtime.removeprefix("python")
+    if not (runtime.startswith("python3") and digits.isdigit() and len(digits) >= 2):
+        raise BundleError(f"{runtime!r} is not a Cloud Functions Python runtime (e.g. python311)")
+    return int(digits[0]), int(digits[1:])
+
+
+# Run in a fresh interpreter: marshal's output depends on the reference counts of the objects it
+# writes, so the same source compiled in a process that has imported more (a test run, say) gives
+# other bytes, and the zip would change although no file did. PYTHONHASHSEED pins anything that
+# still depends on string hashing. The .pyc path is given explicitly so that PYTHONPYCACHEPREFIX
+# cannot send it elsewhere, and the path recorded in the code objects is the bundle-relative one
+# (the import system replaces it with the real location on load), so it does not depend on where
+# the bundle was built either.
+_COMPILE_SCRIPT = """
+import json, py_compile, sys
+from pathlib import Path
+root = Path(sys.argv[1])
+written = []
+for source in sorted(root.rglob("*.py")):
+    relative = source.relative_to(root)
+    cached = source.parent / "__pycache__" / f"{source.stem}.{sys.implementation.cache_tag}.pyc"
+    py_compile.compile(
+        str(source), cfile=str(cached), dfile=relative.as_posix(), doraise=True,
+        invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH,
+    )
+    written.append(cached.relative_to(root).as_posix())
+print(json.dumps(written))
+"""
+
+
+def compile_bytecode(directory: Path, *, runtime: str = RUNTIME) -> Bytecode:
+    """Write an unchecked-hash ``.pyc`` for every module under ``directory`` with this
+    interpreter, when it is the runtime's CPython minor version; otherwise write none, and say
+    why (the runtime would ignore bytecode of another version and compile from source anyway)."""
+    wanted = runtime_python(runtime)
+    have = sys.version_info[:2]
+    if sys.implementation.name != "cpython" or have != wanted:
+        return Bytecode(
+            (),
+            skipped=(
+                f"{sys.executable} is {sys.implementation.name} {have[0]}.{have[1]}, the "
+                f"{runtime} runtime loads only CPython {wanted[0]}.{wanted[1]} bytecode: no .pyc "
+                f"shipped (each cold instance compiles the modules); build with a "
+                f"{wanted[0]}.{wanted[1]} interpreter to ship them"
+            ),
+        )
+    result = subprocess.run(
+        [sys.executable, "-s", "-c", _COMPILE_SCRIPT, str(directory)],
+        env={"PATH": os.environ.get("PATH", ""), "PYTHONHASHSEED": "0"},
+        capture_output=True,
+        text=True,
+    )
+    if result.returncode != 0:
+        # A module that does not compile would fail the Cloud Functions build too.
+        raise BundleError(f"compiling the bundle's modules failed:\n{result.stderr.strip()}")
+    return Bytecode(tuple(json.loads(result.stdout)))
+
+
 def build_bundle(
-    out_dir: Path, *, zip_path: Path | None = None, repo_root: Path = REPO_ROOT
+    out_dir: Path,
+    *,
+    zip_path: Path | None = None,
+    repo_root: Path = REPO_ROOT,
+    runtime: str = RUNTIME,
+    bytecode: bool = True,
 ) -> Bundle:
-    """Write the bundle into ``out_dir`` (emptied first) and, when asked, zip it."""
+    """Write the bundle into ``out_dir`` (emptied first), with bytecode for ``runtime`` unless
+    told not to, and, when asked, zip it."""
     entry = repo_root / ENTRY_MODULE
     library = repo_root / LIBRARY_PACKAGE
     for needed in (entry, library / "__init__.py"):
@@ -132,9 +225,14 @@ def build_bundle(
     (out_dir / "requirements.txt").write_text(
         REQUIREMENTS_HEADER + "".join(f"{line}\n" for line in requirements), encoding="utf-8"
     )
+    compiled = (
+        compile_bytecode(out_dir, runtime=runtime)
+        if bytecode
+        else Bytecode((), skipped="not asked for")
+    )
     if zip_path is not None:
         write_zip(out_dir, zip_path)
-    return Bundle(out_dir, zip_path, requirements)
+    return Bundle(out_dir, zip_path, requirements, compiled)
 
 
 def write_zip(directory: Path, zip_path: Path) -> None:
@@ -155,15 +253,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--out", type=Path, default=REPO_ROOT / "build" / "bundle", help="bundle directory"
     )
     parser.add_argument("--zip", type=Path, help="also write the bundle as this zip file")
+    parser.add_argument(
+        "--no-bytecode", action="store_true", help=f"ship no .pyc (default: compiled for {RUNTIME})"
+    )
     args = parser.parse_args(argv)
     try:
-        bundle = build_bundle(args.out.resolve(), zip_path=args.zip and args.zip.resolve())
+        bundle = build_bundle(
+            args.out.resolve(),
+            zip_path=args.zip and args.zip.resolve(),
+            bytecode=not args.no_bytecode,
+        )
     except BundleError as error:
         print(f"bundle: error: {error}", file=sys.stderr)
         return 1
     where = f"{bundle.directory}" + (f" and {bundle.zip_path}" if bundle.zip_path else "")
     count = len(bundle.requirements)
-    print(f"bundle written to {where}: main.py, shared/, {count} pinned requirements")
+    if bundle.bytecode.skipped:
+        if not args.no_bytecode:
+            print(f"bundle: warning: {bundle.bytecode.skipped}", file=sys.stderr)
+        pyc = "no .pyc"
+    else:
+        pyc = f"{len(bundle.bytecode.files)} .pyc for {RUNTIME} (unchecked-hash)"
+    print(f"bundle written to {where}: main.py, shared/, {count} pinned requirements, {pyc}")
     return 0
 
 

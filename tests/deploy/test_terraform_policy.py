@@ -248,3 +248,10 @@ def test_scheduler_tick_says_it_is_a_schedule() -> None:
     target = _one(job["pubsub_target"])
     assert target["attributes"] == {"vertex_dispatch_kind": "schedule"}
     assert 'topics["requests"]' in target["topic_name"]
+
+
+def test_every_function_build_keeps_bytecode_valid() -> None:
+    """SOURCE_DATE_EPOCH makes the buildpack write checked-hash .pyc (docs/deploy.md)."""
+    text = (MODULE / "functions.tf").read_text(encoding="utf-8")
+    assert 'SOURCE_DATE_EPOCH = "' in text
+    assert text.count("environment_variables = local.build_config.environment") == 2

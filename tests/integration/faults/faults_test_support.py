@@ -112,6 +112,18 @@ def deliver_until_acknowledged(
     return statuses
 
 
+WAIT_SECONDS = 30.0  # the first request of a fresh server imports aiplatform_v1
+
+
+def wait_for(condition: Callable[[], bool], what: str, seconds: float = WAIT_SECONDS) -> None:
+    """Poll ``condition`` until it holds; fail the test if it does not within ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} did not happen within {seconds:g} s")
+        time.sleep(0.05)
+
+
 def report(title: str, **figures: object) -> str:
     """Print one line of figures (seen with ``pytest -s`` and in the captured output)."""
     line = f"FIGURES {title}: " + ", ".join(f"{name}={value}" for name, value in figures.items())

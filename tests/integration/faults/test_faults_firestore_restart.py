@@ -35,7 +35,13 @@ from pathlib import Path
 
 import pytest
 from dispatch_test_support import PubSubMessage, VertexAdmin, deliver_push, job_request
-from faults_test_support import FunctionServer, deliver_until_acknowledged, report
+from faults_test_support import (
+    WAIT_SECONDS,
+    FunctionServer,
+    deliver_until_acknowledged,
+    report,
+    wait_for,
+)
 from google.cloud import firestore
 
 from emulator_stack import (
@@ -50,7 +56,6 @@ from shared.runkeys import request_run_key, run_id
 DATASET = "gs://dispatch-it-datasets/datasets/firestore-outage/"
 BEFORE, DURING, LATE, AFTER = 7, 6, 2, 5
 HELD_ANSWER_MS = 4000  # long enough to export and stop Firestore (1 s warm) while it is held
-WAIT_SECONDS = 30.0  # the first request of a fresh server imports aiplatform_v1
 # A delivery during the outage gives up once the ledger's call does (CALL_TIMEOUT_SECONDS, plus
 # the rest of the delivery); far below the 300 s function timeout, so the platform retries it.
 FAIL_FAST_SECONDS = CALL_TIMEOUT_SECONDS + 10.0
@@ -94,14 +99,6 @@ def request_function(
 def own_ledger(own_firestore: OwnFirestore) -> Ledger:
     with scoped_environ(own_firestore.emulator.env):  # the client reads the address once, here
         return Ledger(firestore.Client(project=LOCAL_PROJECT))
-
-
-def _wait_for(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + WAIT_SECONDS
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} did not happen within {WAIT_SECONDS:g} s")
-        time.sleep(0.05)
 
 
 def _timed(deliver: Callable[[], int]) -> tuple[int, float]:
@@ -159,8 +156,8 @@ def test_a_firestore_outage_mid_run_loses_and_doubles_nothing(
         snapshot = own_ledger.get_run(run_of(held))
         return snapshot is not None and bool(snapshot.run.attempts)
 
-    _wait_for(claimed, "the held trigger's claim")
-    _wait_for(lambda: bool(vertex.jobs(run_of(held))), "the held trigger's job")
+    wait_for(claimed, "the held trigger's claim")
+    wait_for(lambda: bool(vertex.jobs(run_of(held))), "the held trigger's job")
     outage_started = time.monotonic()
     kept_data = own_firestore.stop_keeping_data()
     stop_seconds = time.monotonic() - outage_started

@@ -23,7 +23,13 @@ from typing import Any
 
 import pytest
 from dispatch_test_support import VertexAdmin, deliver_push, job_request
-from faults_test_support import FunctionServer, deliver_until_acknowledged, report
+from faults_test_support import (
+    WAIT_SECONDS,
+    FunctionServer,
+    deliver_until_acknowledged,
+    report,
+    wait_for,
+)
 
 from emulator_stack import LOCAL_PROJECT
 from shared import clients
@@ -33,7 +39,6 @@ from shared.submission import INTENT_LEASE
 
 DATASET = "gs://dispatch-it-datasets/datasets/killed/"
 HELD_ANSWER_MS = 2500
-WAIT_SECONDS = 30.0  # the first request of a fresh server imports aiplatform_v1
 
 
 @pytest.fixture
@@ -42,14 +47,6 @@ def killable_request_function(dispatch_ready: None, tmp_path: Path) -> Iterator[
     server.start()
     yield server
     server.stop()
-
-
-def _wait_for(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + WAIT_SECONDS
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} did not happen within {WAIT_SECONDS:g} s")
-        time.sleep(0.05)
 
 
 def _age_intent(the_run_id: str, age: Any) -> None:
@@ -79,8 +76,8 @@ def _deliver_and_kill(
 
     delivery = threading.Thread(target=attempt)
     delivery.start()
-    _wait_for(claimed, "the attempt's claim")
-    _wait_for(in_window, "the create call")
+    wait_for(claimed, "the attempt's claim")
+    wait_for(in_window, "the create call")
     server.kill()
     delivery.join(WAIT_SECONDS)
     return seen
