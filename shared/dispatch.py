@@ -23,7 +23,7 @@ from cloudevents.http import CloudEvent
 from shared import events, routing, runkeys
 from shared.config.loader import config_from_env
 from shared.config.model import Config, Template
-from shared.errors import ConfigError, PermanentError, TransientError
+from shared.errors import ConfigError, PermanentError, RetryRejected, TransientError
 from shared.logs import log
 from shared.outcome import DispatchOutcome, DispatchResult
 from shared.triggers import JobRequest, RetryRequest, Trigger
@@ -161,26 +161,26 @@ def _continue_run(services: Services, retry: RetryRequest) -> DispatchResult:
 
 def _retry_problem(
     config: Config, snapshot: RunSnapshot | None, retry: RetryRequest, *, by_operator: bool
-) -> PermanentError | None:
+) -> RetryRejected | None:
     """Why a retry message cannot be acted on, or None (an operator's is not budget-bound)."""
     if snapshot is None:
-        return PermanentError(
+        return RetryRejected(
             f"retry message names run {retry.run_id}, which is not in the ledger; only the "
             "job-state function publishes retries, for runs it has read"
         )
     template = config.templates.get(snapshot.run.template)
     if template is None:
-        return PermanentError(
+        return RetryRejected(
             f"run {retry.run_id} used template {snapshot.run.template!r}, which the config no "
             "longer has; restore the template or start a new run"
         )
     if retry.placement_index >= len(template.placements):
-        return PermanentError(
+        return RetryRejected(
             f"retry of run {retry.run_id} asks for placement {retry.placement_index}, but "
             f"template {template.name} has {len(template.placements)}"
         )
     if retry.attempt > template.retry.attempts and not by_operator:
-        return PermanentError(
+        return RetryRejected(
             f"retry of run {retry.run_id} asks for attempt {retry.attempt}, over the "
             f"{template.retry.attempts} attempts template {template.name} allows"
         )

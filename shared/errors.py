@@ -43,3 +43,7 @@ class MalformedEvent(PermanentError):
 
 class InvalidJobSpec(PermanentError):
     """The CustomJob that a request would create breaks a Vertex AI rule or a guard."""
+
+
+class RetryRejected(PermanentError):
+    """A retry message that cannot be acted on: unknown run, template gone, out of budget."""

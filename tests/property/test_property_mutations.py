@@ -59,7 +59,7 @@ from property_test_support import (
     valid_shapes,
 )
 
-from shared.errors import InvalidJobSpec, MalformedEvent, PermanentError
+from shared.errors import InvalidJobSpec, MalformedEvent, PermanentError, RetryRejected
 from shared.events import (
     IDEMPOTENCY_KEY_ATTRIBUTE,
     KIND_ATTRIBUTE,
@@ -78,13 +78,12 @@ TRIGGER_TYPES = {
     "tick": ScheduleTick,
     "retry": RetryRequest,
 }
-# The refusals a broken event may get, by stage. Only dispatch's retry checks raise the bare
-# PermanentError (shared.dispatch._retry_problem): there is no subclass for them yet.
+# The refusals a broken event may get, by stage.
 REFUSALS = {
     "decode": (MalformedEvent,),
     "route": (RequestRejected,),
     "render": (InvalidJobSpec,),
-    "retry": (PermanentError,),
+    "retry": (RetryRejected,),
 }
 
 
@@ -160,8 +159,7 @@ def check_mutated(shape: Shape, mutation: Mutation, outcome: Outcome) -> None:
     if outcome.status == "refused":
         assert isinstance(outcome.error, REFUSALS[outcome.stage]), outcome.error
         assert str(outcome.error), "a refusal must say what is wrong"
-        if outcome.stage != "retry":
-            assert type(outcome.error) is not PermanentError
+        assert type(outcome.error) is not PermanentError
     elif outcome.status == "ignored":
         assert may_drop_the_route(shape, mutation.path), (
             f"{mutation.describe()} made the event match no route, but that field is not one "
