@@ -133,10 +133,10 @@ def _start_run(services: Services, trigger: Trigger, match: routing.RouteMatch) 
 
 def _continue_run(services: Services, retry: RetryRequest) -> DispatchResult:
     """A retry message: the next attempt of a run the ledger knows, validated like any request."""
-    from shared.retries import OPERATOR_REASON
-
     snapshot = services.ledger.get_run(retry.run_id)
-    by_operator = retry.reason == OPERATOR_REASON
+    # The ledger says whether an operator allowed this attempt; a message's own say-so (its
+    # reason) is anyone's who may publish on the requests topic.
+    by_operator = snapshot is not None and snapshot.run.operator_grant == retry.attempt
     problem = _retry_problem(services.config, snapshot, retry, by_operator=by_operator)
     if problem is not None:
         raise problem

@@ -56,6 +56,7 @@ from shared.runs import (
     with_job,
     with_notice,
     with_observed_state,
+    with_operator_grant,
     with_reopened,
     with_retry_published,
     with_status,
@@ -240,6 +241,10 @@ class Ledger:
     def reopen(self, run_id: str) -> RunSnapshot:
         """Reopen a failed, rejected or cancelled run for an operator's retry."""
         return self._apply(run_id, with_reopened)[0]
+
+    def grant_operator_attempt(self, run_id: str, attempt: int) -> RunSnapshot:
+        """Allow the operator's retry ``attempt`` of the run (``vertex-dispatch retry``)."""
+        return self._apply(run_id, lambda run: with_operator_grant(run, attempt))[0]
 
     def record_alert(self, run_id: str, reason: str) -> bool:
         """Note that the alert ``reason`` was sent; True only the first time for that reason.

@@ -26,8 +26,9 @@ if TYPE_CHECKING:
 
 PUBLISH_TIMEOUT_SECONDS = 30.0
 OPERATOR_REASON = "operator"
-"""The reason of a retry a person asked for (``vertex-dispatch retry``): it may reopen a failed,
-rejected or cancelled run and is not bounded by the template's attempts."""
+"""The reason of a retry a person asked for (``vertex-dispatch retry``), for people reading it.
+It grants nothing: what lets the attempt reopen a run or exceed the template's attempts is the
+run's ``operator_grant`` in the ledger, which the command writes before it publishes."""
 
 
 class RetryNotPublished(TransientError):

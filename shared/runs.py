@@ -119,6 +119,9 @@ class Run:
     alerts: tuple[str, ...] = ()
     notices: tuple[str, ...] = ()  # non-alert messages published once, e.g. "completion"
     next_retry: RetryPlan | None = None
+    # The attempt number an operator allowed (`vertex-dispatch retry`, which writes the ledger
+    # itself): only the ledger, never a message, can lift the attempt budget or reopen a run.
+    operator_grant: int | None = None
     created_at: datetime | None = None  # set by open_run
     updated_at: datetime | None = None  # set by every write
 
@@ -224,6 +227,16 @@ def with_reopened(run: Run) -> Run:
             "can be retried; start a new run with a new trigger instead"
         )
     return replace(run, status=RunStatus.WAITING_RETRY, next_retry=None)
+
+
+def with_operator_grant(run: Run, attempt: int) -> Run:
+    """``run`` on which an operator allowed ``attempt`` (beyond the budget, or after its end)."""
+    if run.status.is_terminal() and run.status not in REOPENABLE_STATUSES:
+        raise InvalidTransition(
+            f"run {run.run_id} is {run.status.value}: only a failed, rejected or cancelled run "
+            "can be retried; start a new run with a new trigger instead"
+        )
+    return replace(run, operator_grant=attempt)
 
 
 def with_status(run: Run, status: RunStatus, next_retry: RetryPlan | None = None) -> Run:
@@ -354,6 +367,7 @@ def run_to_document(run: Run) -> dict[str, Any]:
         "alerts": list(run.alerts),
         "notices": list(run.notices),
         "next_retry": dataclasses.asdict(run.next_retry) if run.next_retry else None,
+        "operator_grant": run.operator_grant,
         "created_at": run.created_at,
         "updated_at": run.updated_at,
         ACTIONS_OWED_FIELD: bool(owed_actions(run)),  # derived, for the reconciler's query
@@ -373,6 +387,7 @@ def run_from_document(document: Mapping[str, Any]) -> Run:
         alerts=tuple(document.get("alerts") or ()),
         notices=tuple(document.get("notices") or ()),
         next_retry=RetryPlan(**document["next_retry"]) if document.get("next_retry") else None,
+        operator_grant=document.get("operator_grant"),
         created_at=document.get("created_at"),
         updated_at=document.get("updated_at"),
     )

@@ -183,7 +183,8 @@ def _run_retry(args: argparse.Namespace) -> int:
         fail("retry", f"config {config.source} has no requests_topic to publish the retry on")
         return EXIT_PROBLEMS
     try:
-        snapshot = _operator_ledger(config).get_run(args.run_id)
+        ledger = _operator_ledger(config)
+        snapshot = ledger.get_run(args.run_id)
         if snapshot is None:
             fail("retry", f"run {args.run_id} is not in the ledger; `status --all` lists runs")
             return EXIT_PROBLEMS
@@ -193,6 +194,7 @@ def _run_retry(args: argparse.Namespace) -> int:
             fail("retry", f"run {run.run_id} is {run.status.value}: there is nothing to retry")
             return EXIT_PROBLEMS
         plan = RetryPlan(utc_now(), last.number + 1 if last else 1, 0, retries.OPERATOR_REASON)
+        ledger.grant_operator_attempt(run.run_id, plan.attempt)
         message_id = retries.publish_retry(run.run_id, plan, config.requests_topic)
     except DispatchError as error:
         fail("retry", str(error))

@@ -793,7 +793,6 @@ def run_pipeline(
     other exception escapes, which is what the property tests exist to catch.
     """
     from shared import dispatch
-    from shared.retries import OPERATOR_REASON
 
     try:
         trigger = decode(event)
@@ -801,9 +800,9 @@ def run_pipeline(
         return Outcome("refused", "decode", error)
     if isinstance(trigger, RetryRequest):
         snapshot = ledger.get(trigger.run_id)
-        problem = dispatch._retry_problem(
-            config, snapshot, trigger, by_operator=trigger.reason == OPERATOR_REASON
-        )
+        # As dispatch decides it: the ledger's grant, never the message's reason.
+        granted = snapshot is not None and snapshot.run.operator_grant == trigger.attempt
+        problem = dispatch._retry_problem(config, snapshot, trigger, by_operator=granted)
         if problem is not None:
             return Outcome("refused", "retry", problem, trigger)
         assert snapshot is not None

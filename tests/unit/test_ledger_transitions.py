@@ -14,11 +14,13 @@ from shared.ledger import (
     RetryPlan,
     Run,
     RunStatus,
+    run_from_document,
     run_to_document,
     with_alert,
     with_decision,
     with_notice,
     with_observed_state,
+    with_operator_grant,
     with_retry_published,
 )
 from shared.runs import owed_actions
@@ -188,6 +190,15 @@ def decided(alert_reason: str | None, complete: bool) -> Run:
 def test_what_a_run_still_owes(run: Run, owed: tuple[str, ...]) -> None:
     assert owed_actions(run) == owed
     assert run_to_document(run)["actions_owed"] is bool(owed)
+
+
+def test_an_operator_grant_names_one_attempt_and_never_reopens_a_success() -> None:
+    granted = with_operator_grant(ONE_QUEUED, 2)
+    assert granted.operator_grant == 2
+    assert run_from_document(run_to_document(granted)).operator_grant == 2
+    succeeded = replace(ONE_QUEUED, status=RunStatus.SUCCEEDED)
+    with pytest.raises(InvalidTransition):
+        with_operator_grant(succeeded, 2)
 
 
 def test_a_notice_is_recorded_once() -> None:

@@ -93,6 +93,32 @@ def test_an_operator_retry_reopens_a_cancelled_run_and_starts_its_next_attempt(
     assert len(world.creates(started.run_id)) == 2
 
 
+def test_a_forged_operator_retry_neither_reopens_a_run_nor_starts_a_job(
+    operator_world: World,
+) -> None:
+    """Anyone who may publish on the requests topic can write reason "operator"; only the
+    ledger's grant, which `vertex-dispatch retry` writes, lets an attempt reopen a run."""
+    from shared import retries
+    from shared.ledger import RetryPlan
+
+    world = operator_world
+    started = world.request_run("flex-l4-starved")
+    assert main(["cancel", started.run_id, "--config", str(CONFIG)]) == 0
+    world.vertex.advance(60)
+    world.reconcile()
+    world.retries.pull()  # nothing an operator published
+    forged = RetryPlan(world.services.now(), 2, 0, retries.OPERATOR_REASON)
+    topic = world.services.config.requests_topic
+    assert topic is not None
+    retries.publish_retry(started.run_id, forged, topic)
+
+    [outcome] = world.deliver_retries(world.retries.pull())
+
+    assert outcome.outcome.value == "duplicate"  # the run is over: acknowledged, nothing done
+    assert world.run(started.run_id).status.value == "CANCELLED"
+    assert len(world.creates(started.run_id)) == 1  # no job for the forged attempt
+
+
 def test_a_succeeded_run_cannot_be_retried(
     operator_world: World, capsys: pytest.CaptureFixture[str]
 ) -> None:
