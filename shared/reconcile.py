@@ -11,9 +11,9 @@ and let the next tick repeat whatever did not happen. One tick:
 3. plans, with the pure ``plan_tick``, what the ledger is owed:
 
    - a state change for every job whose state the ledger has not recorded, or whose terminal
-     state it recorded but has not decided on: the tick applies it itself
-     (``jobstate.apply_job_state`` on the job as listed, no second read of Vertex AI), a few
-     at a time;
+     state it recorded but has not decided on: the tick records it itself
+     (``jobstate.record_job_state`` on the job as listed, no second read of Vertex AI, eight at
+     a time), then ensures the run's actions;
    - a retry message on the requests topic for every run whose intent outlived
      ``submission.INTENT_LEASE`` without a job (dispatch reattaches by label or takes over), or
      that was accepted but never claimed;
