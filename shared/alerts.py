@@ -142,7 +142,11 @@ def send_alert(
     publisher = publisher or clients.publisher_client()
     try:
         future = publisher.publish(
-            topic, data, timeout=PUBLISH_TIMEOUT_SECONDS, **alert.attributes()
+            topic,
+            data,
+            timeout=PUBLISH_TIMEOUT_SECONDS,
+            # Message attributes; mypy would match a ** mapping against named parameters too.
+            **alert.attributes(),  # type: ignore[arg-type]
         )
         message_id = future.result(timeout=PUBLISH_TIMEOUT_SECONDS)
     # Any failure at all must retry the event: an alert swallowed here would be lost for good.

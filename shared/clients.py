@@ -149,7 +149,7 @@ def _cached(key: Hashable, build: Callable[[], Client]) -> Client:
 
 
 def _build_vertex_client(
-    client_class: type[Client], grpc_transport_class: type, endpoint: VertexEndpoint
+    client_class: Callable[..., Client], grpc_transport_class: type, endpoint: VertexEndpoint
 ) -> Client:
     if endpoint.transport is VertexTransport.EMULATOR_GRPC:
         import grpc

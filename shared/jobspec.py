@@ -23,7 +23,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, cast
 
 from google.protobuf import json_format
 
@@ -98,7 +98,8 @@ def parse_job_spec(template: Template) -> CustomJobSpec:
 def _parse(template: Template) -> CustomJobSpec:
     try:
         payload = json.dumps(template.job_spec, default=_plain)
-        return CustomJobSpec.from_json(payload, ignore_unknown_fields=False)
+        # proto-plus types from_json as returning any Message; it returns the class's own.
+        return cast(CustomJobSpec, CustomJobSpec.from_json(payload, ignore_unknown_fields=False))
     except (json_format.ParseError, TypeError, ValueError) as error:
         raise InvalidJobSpec(
             f"template {template.name!r}: its job spec is not a valid Vertex AI CustomJobSpec "

@@ -186,7 +186,7 @@ class Ledger:
             snapshot = self._document(run_id).get(retry=_READ_RETRY, timeout=CALL_TIMEOUT_SECONDS)
         if not snapshot.exists:
             return None
-        return RunSnapshot(run_from_document(snapshot.to_dict()), snapshot.update_time)
+        return _snapshot_of(snapshot)
 
     def claim_attempt(self, current: RunSnapshot, attempt: Attempt) -> RunSnapshot:
         """Record ``attempt``'s intent, before CreateCustomJob, if ``current`` is still current.
@@ -308,7 +308,7 @@ class Ledger:
         query = self._client.collection(self._collection).where(filter=where).limit(limit)
         with _translated_errors("query", f"{where.field_path} {where.op_string} {where.value}"):
             return [
-                RunSnapshot(run_from_document(snapshot.to_dict()), snapshot.update_time)
+                _snapshot_of(snapshot)
                 for snapshot in query.stream(retry=_READ_RETRY, timeout=CALL_TIMEOUT_SECONDS)
             ]
 
@@ -358,6 +358,14 @@ class Ledger:
 
     def _document(self, run_id: str) -> firestore.DocumentReference:
         return self._client.collection(self._collection).document(run_id)
+
+
+def _snapshot_of(document: firestore.DocumentSnapshot) -> RunSnapshot:
+    """The run a document that exists holds, with the time it was written."""
+    fields = document.to_dict()
+    if fields is None:  # only for a document that does not exist, which callers rule out
+        raise RunNotFound(f"ledger document {document.id} vanished while it was read")
+    return RunSnapshot(run_from_document(fields), document.update_time)
 
 
 def default_ledger(project: str | None = None, collection: str = DEFAULT_COLLECTION) -> Ledger:

@@ -48,8 +48,10 @@ class _StrictSafeLoader(_UniqueKeys, yaml.SafeLoader):
 _StrictFastLoader: type | None = None
 if getattr(yaml, "__with_libyaml__", False):
 
-    class _StrictFastLoader(_UniqueKeys, yaml.CSafeLoader):
+    class _StrictCSafeLoader(_UniqueKeys, yaml.CSafeLoader):
         """libyaml's safe loader, with unique keys: the same constructor, a C parser."""
+
+    _StrictFastLoader = _StrictCSafeLoader
 
 
 def parse_yaml(text: str) -> object:
