@@ -17,6 +17,7 @@ gave up on may still be applied when it wakes, as a real commit whose answer is 
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import random
@@ -65,6 +66,7 @@ class SoakFigures:
     duplicate_jobs: int
     lost_triggers: int
     dead_lettered: int
+    dead_letters_of_unended_runs: int  # a dead letter is a loss only if its run did not end
     crashes: int
     ledger_freezes: int
     seconds: float
@@ -74,7 +76,8 @@ class SoakFigures:
             f"FIGURES soak: triggers={self.triggers}, publishes={self.publishes}, "
             f"runs={self.runs}, ended={dict(self.ended)}, alerted={self.alerted}, "
             f"not_ended={self.not_ended}, jobs={self.jobs}, duplicate_jobs={self.duplicate_jobs}, "
-            f"lost_triggers={self.lost_triggers}, dead_lettered={self.dead_lettered}, "
+            f"lost_triggers={self.lost_triggers}, dead_lettered={self.dead_lettered} "
+            f"({self.dead_letters_of_unended_runs} of runs not ended), "
             f"crashes={self.crashes}, ledger_freezes={self.ledger_freezes}, "
             f"seconds={self.seconds:.0f}"
         )
@@ -131,12 +134,20 @@ def _publish_requests(
     return run_ids, publishes
 
 
-def _drain(stack: LocalStack, subscription: str) -> int:
-    """How many messages ``subscription`` holds (pulled and acknowledged, 100 at a time)."""
-    count = 0
+def _drain(stack: LocalStack, subscription: str) -> list[dict[str, Any]]:
+    """Every message ``subscription`` holds (pulled and acknowledged, 100 at a time)."""
+    messages: list[dict[str, Any]] = []
     while batch := stack.pubsub.pull(subscription):
-        count += len(batch)
-    return count
+        messages.extend(batch)
+    return messages
+
+
+def _run_of(message: dict[str, Any]) -> str:
+    """The run a dead-lettered request or retry message was for."""
+    attributes = message.get("attributes", {})
+    if attributes.get("vertex_dispatch_kind") == "retry":
+        return str(json.loads(base64.b64decode(message.get("data", "")))["run_id"])
+    return run_id(request_run_key("", attributes.get("idempotency_key", "")))
 
 
 def _all_jobs(stack: LocalStack) -> list[dict[str, Any]]:
@@ -215,6 +226,7 @@ def _soak(
     dead_letter_kept = (
         f"projects/{stack.config.project}/subscriptions/{DEAD_LETTER_SUBSCRIPTION_ID}"
     )
+    dead_letters = _drain(stack, dead_letter_kept)
     return SoakFigures(
         triggers=triggers,
         publishes=publishes,
@@ -225,7 +237,10 @@ def _soak(
         jobs=sum(jobs_per_attempt.values()),
         duplicate_jobs=sum(n - 1 for n in jobs_per_attempt.values()),
         lost_triggers=triggers - len(runs),
-        dead_lettered=_drain(stack, dead_letter_kept),
+        dead_lettered=len(dead_letters),
+        dead_letters_of_unended_runs=sum(
+            not (_run_of(m) in runs and _is_end(runs[_run_of(m)])) for m in dead_letters
+        ),
         crashes=chaos.crashes,
         ledger_freezes=chaos.freezes,
         seconds=time.monotonic() - started,
@@ -257,7 +272,10 @@ def test_soak_every_run_ends_once_under_random_faults(
         assert figures.not_ended == 0, figures.line()
     else:
         assert figures.not_ended == figures.ended[RunStatus.SUBMITTING.value], figures.line()
-    assert figures.dead_lettered == 0, figures.line()
+    # With no retry policy locally, a delivery comes back about every second: one that waits out
+    # an intent lease (5 minutes) uses its 100 deliveries first. The reconciler then hands the
+    # run back to dispatch, so a dead letter is a loss only if its run did not end.
+    assert figures.dead_letters_of_unended_runs == 0, figures.line()
     allowed = {s.value for s in ENDED} | (
         set() if outlasts_the_intent_lease else {RunStatus.SUBMITTING.value}
     )
