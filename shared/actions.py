@@ -33,7 +33,14 @@ from shared.errors import TransientError
 from shared.logs import log
 from shared.records import describe_trigger
 from shared.rejections import alert_once
-from shared.runs import Attempt, LedgerConflict, Run, RunSnapshot, RunStatus
+from shared.runs import (
+    LedgerConflict,
+    Run,
+    RunSnapshot,
+    RunStatus,
+    unpublished_completion,
+    unsent_alerts,
+)
 from shared.triggers import JobRequest, ObjectFinalized, RetryRequest, ScheduleTick, Trigger
 
 if TYPE_CHECKING:
@@ -81,10 +88,7 @@ def _ensure_alerts(
 ) -> tuple[str, ...]:
     run = snapshot.run
     sent: list[str] = []
-    for attempt in run.attempts:
-        alert = (attempt.decision or {}).get("alert")
-        if not alert or alert["reason"] in run.alerts or alert["reason"] in sent:
-            continue
+    for alert in unsent_alerts(run):
         try:
             alert_once(
                 services.ledger,
@@ -105,8 +109,8 @@ def _ensure_alerts(
 
 def _ensure_completion(run: Run, services: Services, failures: list[TransientError]) -> bool:
     topic = services.config.completions_topic
-    succeeded = _completing_attempt(run)
-    if topic is None or succeeded is None or completions.NOTICE in run.notices:
+    succeeded = unpublished_completion(run)
+    if topic is None or succeeded is None:
         return False
     try:
         completions.publish_completion(completions.completion_message(run, succeeded), topic)
@@ -116,12 +120,6 @@ def _ensure_completion(run: Run, services: Services, failures: list[TransientErr
     services.ledger.record_notice(run.run_id, completions.NOTICE)
     log(logger, logging.INFO, "completion published", labels=_labels(run), topic=topic)
     return True
-
-
-def _completing_attempt(run: Run) -> Attempt | None:
-    return next(
-        (a for a in reversed(run.attempts) if a.decision and a.decision.get("complete")), None
-    )
 
 
 def _ensure_retry(

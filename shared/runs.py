@@ -339,18 +339,32 @@ COMPLETION_NOTICE = "completion"
 """The notice a run gets once its completion message was published (``shared.completions``)."""
 
 
+def unsent_alerts(run: Run) -> list[Mapping[str, Any]]:
+    """The alerts ``run``'s decisions ask for and it has not sent: one per reason, oldest first."""
+    unsent: dict[str, Mapping[str, Any]] = {}
+    for attempt in run.attempts:
+        alert = (attempt.decision or {}).get("alert")
+        if alert and alert["reason"] not in run.alerts:
+            unsent.setdefault(alert["reason"], alert)
+    return list(unsent.values())
+
+
+def unpublished_completion(run: Run) -> Attempt | None:
+    """The attempt whose decision asked for a completion message, while none is published."""
+    if COMPLETION_NOTICE in run.notices:
+        return None
+    return next(
+        (a for a in reversed(run.attempts) if a.decision and a.decision.get("complete")), None
+    )
+
+
 def owed_actions(run: Run) -> tuple[str, ...]:
     """What ``run``'s decisions still owe: each alert reason not sent, and the completion when a
     decision asked for one that is not published. The ledger stores whether this is empty
     (``actions_owed``) so that the reconciler finds ended runs whose publish failed."""
-    owed: list[str] = []
-    for attempt in run.attempts:
-        decision = attempt.decision or {}
-        alert = decision.get("alert")
-        if alert and alert["reason"] not in run.alerts and alert["reason"] not in owed:
-            owed.append(alert["reason"])
-        if decision.get("complete") and COMPLETION_NOTICE not in (*run.notices, *owed):
-            owed.append(COMPLETION_NOTICE)
+    owed = [alert["reason"] for alert in unsent_alerts(run)]
+    if unpublished_completion(run) is not None:
+        owed.append(COMPLETION_NOTICE)
     return tuple(owed)
 
 
