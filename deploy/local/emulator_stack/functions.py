@@ -7,9 +7,6 @@ the first event then pays the imports, as a cold start would in production.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -53,9 +50,7 @@ class FunctionServer:
 
     def kill(self) -> None:
         """SIGKILL the whole process group at once, as a crashed instance: no handler runs."""
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.process.process_group_id, signal.SIGKILL)
-        self.process.stop(grace_seconds=0.0)  # reaps the group, already dead
+        self.process.kill()
 
 
 def start_function_server(

@@ -113,6 +113,14 @@ class ManagedProcess:
         finally:
             _running.discard(self)
 
+    def kill(self) -> None:
+        """SIGKILL the whole process group at once, as a crash: no handler runs; then reap it."""
+        if self._popen is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process_group_id, signal.SIGKILL)
+        self.stop(grace_seconds=0.0)  # reaps the group, already dead
+
     def is_running(self) -> bool:
         """Whether any process of the group is still running."""
         if self._popen is None:

@@ -9,8 +9,6 @@ acknowledged" loop that tolerates a dead server, and a one-line figures report.
 
 from __future__ import annotations
 
-import os
-import signal
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -76,8 +74,7 @@ class FunctionServer:
         """SIGKILL the whole process group at once: no handler, no flush, no goodbye."""
         if self.process is None:
             return
-        os.killpg(self.process.process_group_id, signal.SIGKILL)
-        self.process.stop(grace_seconds=0.0)  # reaps the group; it is already dead
+        self.process.kill()
         self.process = None
 
     def stop(self) -> None:
