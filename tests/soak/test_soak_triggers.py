@@ -46,7 +46,10 @@ FAULTS = (
 FLAKY_SHARE = 0.1  # requests whose jobs fail in user code: they end alerted
 PUBLISHED_TWICE_SHARE = 0.1
 CRASHABLE = ("on_request", "reconcile")
-CHAOS_TICK_SECONDS = 5.0  # a crash on odd ticks (5 s, 15 s, ...), a ledger freeze every 4th
+# One chaos cycle, as waits before each fault: a crash at 1 s, a ledger freeze at 2 s (for
+# FREEZE_SECONDS), a crash at 11 s, then 9 s of calm. The first faults come early because a fast
+# machine ends the short soak's 40 runs in under 10 s.
+CHAOS_CYCLE = ((1.0, "crash"), (1.0, "freeze"), (5.0, "crash"), (9.0, "calm"))
 FREEZE_SECONDS = 4.0
 ENDED = {RunStatus.SUCCEEDED, RunStatus.CANCELLED, RunStatus.FAILED, RunStatus.REJECTED}
 POLL_SECONDS = 2.0
@@ -84,8 +87,8 @@ class SoakFigures:
 
 
 class Chaos(threading.Thread):
-    """Crashes a function's server every other ``CHAOS_TICK_SECONDS`` and freezes the ledger
-    every fourth (from 10 s on), until ``stop``; counts what it did."""
+    """Crashes a function's server and freezes the ledger, cycle after cycle of ``CHAOS_CYCLE``,
+    until ``stop``; counts what it did. ``first_cycle_done`` is set once each fault happened."""
 
     def __init__(self, stack: LocalStack, rng: random.Random) -> None:
         super().__init__(name="soak-chaos", daemon=True)
@@ -93,23 +96,32 @@ class Chaos(threading.Thread):
         self.rng = rng
         self.crashes = 0
         self.freezes = 0
+        self.first_cycle_done = threading.Event()
         self._stopping = threading.Event()
 
     def run(self) -> None:
+        while True:
+            for wait_seconds, fault in CHAOS_CYCLE:
+                if self._stopping.wait(wait_seconds):
+                    return
+                if fault == "crash":
+                    self._crash()
+                elif fault == "freeze":
+                    self._freeze_the_ledger()
+            self.first_cycle_done.set()
+
+    def _crash(self) -> None:
+        self.stack.crash_and_restart_function(self.rng.choice(CRASHABLE))
+        self.crashes += 1
+
+    def _freeze_the_ledger(self) -> None:
         firestore = self.stack.emulators.emulators["firestore"].process
-        tick = 0
-        while not self._stopping.wait(CHAOS_TICK_SECONDS):
-            tick += 1
-            if tick % 2 == 1:
-                self.stack.crash_and_restart_function(self.rng.choice(CRASHABLE))
-                self.crashes += 1
-            elif tick % 4 == 2:
-                os.killpg(firestore.process_group_id, signal.SIGSTOP)
-                try:
-                    self._stopping.wait(FREEZE_SECONDS)
-                finally:
-                    os.killpg(firestore.process_group_id, signal.SIGCONT)
-                self.freezes += 1
+        os.killpg(firestore.process_group_id, signal.SIGSTOP)
+        try:
+            self._stopping.wait(FREEZE_SECONDS)
+        finally:
+            os.killpg(firestore.process_group_id, signal.SIGCONT)
+        self.freezes += 1
 
     def stop(self) -> None:
         self._stopping.set()
@@ -212,6 +224,8 @@ def _soak(
     try:
         run_ids, publishes = _publish_requests(stack, triggers, rng)
         runs = _wait_for_ends(ledger, run_ids, started + deadline_seconds * CHAOS_SHARE, settled)
+        # The chaos phase lasts at least one whole cycle, however fast the runs end.
+        chaos.first_cycle_done.wait(timeout=sum(wait for wait, _ in CHAOS_CYCLE) + FREEZE_SECONDS)
     finally:
         chaos.stop()
     # The end, in quiet: a run whose last delivery died with a crash is picked up by the ticks.
