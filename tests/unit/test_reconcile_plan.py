@@ -12,7 +12,7 @@ from google.cloud.aiplatform_v1 import CustomJob
 
 from shared.config.model import FlexStartPlacement, PersistentResourcePlacement, Template
 from shared.ledger import Attempt, RetryPlan, Run, RunStatus
-from shared.reconcile import (
+from shared.reconcile_plan import (
     DueRetry,
     Listing,
     OverdueWait,

@@ -10,7 +10,8 @@ from shared.jobevents import job_state_message
 from shared.jobstate import JobStateOutcome
 from shared.ledger import RunStatus
 from shared.outcome import DispatchOutcome
-from shared.reconcile import RetryCause, reconcile
+from shared.reconcile import reconcile
+from shared.reconcile_plan import RetryCause
 
 JOB_RUNS_SECONDS = 2 * 60 + 10 * 60  # provisioning, then the default outcome's duration
 
