@@ -240,7 +240,9 @@ class _Tick:
         except DispatchError as error:
             # A lost race (LedgerConflict) or a ledger outage: the next tick applies it. A
             # permanent error (the run's template left the config) repeats each tick, logged.
-            self._failed(f"recording {change.observed_state} of {change.job_name}", error)
+            self._failed(
+                f"recording {change.observed_state} of {change.job_name}", error, change.run_id
+            )
             return False
         with self._lock:
             if result.outcome in RECORDED_OUTCOMES:
@@ -262,7 +264,7 @@ class _Tick:
         try:
             retries.publish_retry(retry.run_id, retry.plan, topic)
         except DispatchError as error:
-            self._failed(f"publishing the retry of run {retry.run_id}", error)
+            self._failed(f"publishing the retry of run {retry.run_id}", error, retry.run_id)
             return
         cause = retry.cause.value
         self.retries_published[cause] = self.retries_published.get(cause, 0) + 1
@@ -275,7 +277,7 @@ class _Tick:
         except vertex.VertexRejected:
             pass  # FAILED_PRECONDITION: it is cancelling or ended already, as we want
         except DispatchError as error:
-            self._failed(f"cancelling {waited.job_name}", error)
+            self._failed(f"cancelling {waited.job_name}", error, run.run_id)
             return
         self._alert_once(
             run,
@@ -338,14 +340,15 @@ class _Tick:
             )
             self.alerts_sent += 1
         except DispatchError as error:  # AlertNotSent, or the ledger
-            self._failed(f"alerting {reason} for run {run.run_id}", error)
+            self._failed(f"alerting {reason} for run {run.run_id}", error, run.run_id)
 
     def ensure_actions(self, snapshot: RunSnapshot) -> None:
         """Whatever the run's recorded decisions still owe (due retry, alert, completion)."""
         try:
             taken = actions.ensure_actions(snapshot, self.services)
         except DispatchError as error:
-            self._failed(f"carrying out the actions owed by run {snapshot.run.run_id}", error)
+            run_id = snapshot.run.run_id
+            self._failed(f"carrying out the actions owed by run {run_id}", error, run_id)
             return
         done = {
             "alerts": len(taken.alerts),
@@ -357,12 +360,13 @@ class _Tick:
                 if count:
                     self.actions_taken[action] = self.actions_taken.get(action, 0) + count
 
-    def _failed(self, action: str, error: Exception) -> None:
+    def _failed(self, action: str, error: Exception, run_id: str | None = None) -> None:
         self.errors.append(f"{action}: {error}")
         log(
             logger,
             logging.WARNING,
             f"reconcile: {action} failed; next tick retries",
+            labels={"run_id": run_id} if run_id else None,
             error=str(error),
         )
 

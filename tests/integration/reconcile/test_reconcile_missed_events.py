@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
 from reconcile_test_support import Message, World, of_run
 
 from shared.jobevents import job_state_message
@@ -105,7 +106,7 @@ def test_an_intent_left_without_a_job_is_handed_back_to_dispatch(world: World) -
 
 
 def test_an_ended_run_whose_alert_failed_to_publish_is_alerted_by_a_later_tick(
-    world: World,
+    world: World, caplog: pytest.LogCaptureFixture
 ) -> None:
     world.vertex.call(
         "POST",
@@ -121,6 +122,9 @@ def test_an_ended_run_whose_alert_failed_to_publish_is_alerted_by_a_later_tick(
 
     ended = world.run(started.run_id)
     assert failed.decisions_made == 1 and failed.errors  # decided; the alert's publish failed
+    failure_lines = [r for r in caplog.records if "next tick retries" in r.getMessage()]
+    assert failure_lines, "the failed publish was not logged"
+    assert {getattr(r, "labels", {}).get("run_id") for r in failure_lines} == {started.run_id}
     assert ended.status is RunStatus.FAILED and ended.alerts == ()
     assert world.alerts.pull() == []
 
