@@ -10,8 +10,10 @@ least once and CreateCustomJob takes no request id (DESIGN.md §1):
    create is known to have failed, the attempt is taken over.
 3. Otherwise each placement of the chain is rendered and validated in turn; the first that can
    take the job now is claimed (the intent, by compare-and-set: one delivery wins) and only then
-   created. A create that fails transiently marks the intent so the redelivery takes it over
-   after checking the labels; one the service refuses ends the run and alerts.
+   created. A create the service did not take (UNAVAILABLE, a rate limit) marks the intent so the
+   redelivery takes it over after checking the labels; one whose outcome is unknown (a timeout,
+   INTERNAL) leaves the intent to its lease, since its job may appear later than a lookup can
+   see it; one the service refuses ends the run and alerts.
 """
 
 from __future__ import annotations
@@ -186,6 +188,10 @@ def _claim_and_create(
     snapshot = ledger.claim_attempt(snapshot, intent)  # LedgerConflict: another delivery won
     try:
         job = vertex.create_custom_job(rendered.parent, rendered.custom_job)
+    except vertex.OutcomeUnknown:
+        # The job may exist, or appear later than a label lookup can see it: leave the intent
+        # as it is, so that a takeover waits for INTENT_LEASE unless the lookup finds the job.
+        raise
     except TransientError as error:
         ledger.mark_create_failed(run_id, attempt_number, {"message": str(error)})
         raise

@@ -55,6 +55,15 @@ LIST_PAGE_SIZE = 100
 REQUIRED_ROLE = "roles/aiplatform.user"
 
 
+class OutcomeUnknown(BackendUnavailable):
+    """A call failed without saying whether the service carried it out.
+
+    A timeout, INTERNAL or UNKNOWN answer, or a connection cut after the request was sent: for a
+    create, the job may exist or may yet appear. UNAVAILABLE and rate limits are plain
+    ``BackendUnavailable``: the service says it did not take the request.
+    """
+
+
 class VertexRejected(InvalidJobSpec):
     """Vertex AI refused the request as invalid; the message is the service's own."""
 
@@ -131,6 +140,14 @@ _TRANSIENT_EXCEPTIONS = (
     api_exceptions.Aborted,
     api_exceptions.Unknown,
     requests.exceptions.ConnectionError,
+)
+# Answers after which the request may have been carried out (HTTP 500 and 504 on REST; the gRPC
+# classes below subclass these).
+_OUTCOME_UNKNOWN_EXCEPTIONS = (
+    api_exceptions.GatewayTimeout,  # DEADLINE_EXCEEDED
+    api_exceptions.InternalServerError,  # INTERNAL
+    api_exceptions.Unknown,
+    api_exceptions.DataLoss,
 )
 _READ_RETRY = api_retry.Retry(
     predicate=api_retry.if_exception_type(*_TRANSIENT_EXCEPTIONS),
@@ -225,6 +242,10 @@ def _translated_errors(method: str, resource: str) -> Iterator[None]:
             f"Vertex AI {method} on {resource} kept failing for {READ_TIMEOUT_SECONDS:.0f}s: "
             f"{error.cause}"
         ) from error
+    except requests.exceptions.ReadTimeout as error:  # sent, never answered
+        raise OutcomeUnknown(
+            f"Vertex AI {method} on {resource} sent no answer in time: {error}"
+        ) from error
     except (requests.exceptions.RequestException, google.auth.exceptions.TransportError) as error:
         raise BackendUnavailable(
             f"Vertex AI {method} on {resource} could not reach the service: {error}"
@@ -240,6 +261,8 @@ def _translated(error: api_exceptions.GoogleAPICallError, method: str, resource:
     verdict = _verdict_of(error)
     what = f"Vertex AI {method} on {resource}"
     if verdict is _Verdict.TRANSIENT:
+        if isinstance(error, _OUTCOME_UNKNOWN_EXCEPTIONS):
+            return OutcomeUnknown(f"{what} failed, and may have been carried out: {error.message}")
         return BackendUnavailable(f"{what} failed, try again: {error.message}")
     if verdict is _Verdict.REJECTED:
         return VertexRejected(

@@ -141,8 +141,10 @@ def test_a_flex_start_job_asking_for_a_t4_is_refused_with_the_service_message(
     ("code", "message", "expected_error"),
     [
         ("UNAVAILABLE", "The service is currently unavailable.", BackendUnavailable),
-        ("DEADLINE_EXCEEDED", "Deadline exceeded.", BackendUnavailable),
-        ("INTERNAL", "Internal error encountered.", BackendUnavailable),
+        # The service may have created the job: a takeover must wait for the intent lease.
+        ("DEADLINE_EXCEEDED", "Deadline exceeded.", vertex.OutcomeUnknown),
+        ("INTERNAL", "Internal error encountered.", vertex.OutcomeUnknown),
+        ("UNKNOWN", "Unknown error.", vertex.OutcomeUnknown),
         ("ABORTED", "The operation was aborted.", BackendUnavailable),
         ("INVALID_ARGUMENT", "List of found errors: 1.Field: x", vertex.VertexRejected),
         ("FAILED_PRECONDITION", "The persistent resource is not running.", vertex.VertexRejected),

@@ -18,7 +18,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import requests
@@ -314,3 +314,16 @@ def ensure_datasets_buckets() -> tuple[str, str]:
         if storage.lookup_bucket(bucket) is None:
             storage.create_bucket(bucket)
     return DATASETS_BUCKET, MANIFESTS_BUCKET
+
+
+def age_intent(the_run_id: str, age: timedelta, attempt_index: int = 0) -> None:
+    """Move an attempt's intent_at back by ``age`` in the real ledger, as if its creator had
+    died (or its create had timed out) that long ago."""
+    from shared import clients
+    from shared.ledger import DEFAULT_COLLECTION
+
+    collection = clients.firestore_client(LOCAL_PROJECT).collection(DEFAULT_COLLECTION)
+    reference = collection.document(the_run_id)
+    attempts = reference.get().to_dict()["attempts"]
+    attempts[attempt_index]["intent_at"] = datetime.now(UTC) - age
+    reference.update({"attempts": attempts})

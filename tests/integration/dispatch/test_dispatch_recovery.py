@@ -8,6 +8,7 @@ did. A retry message starts its attempt once; one for a run the ledger does not 
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ from dispatch_test_support import (
     AlertsReader,
     FunctionUrls,
     VertexAdmin,
+    age_intent,
     deliver_binary,
     deliver_push,
     job_request,
@@ -23,8 +25,9 @@ from dispatch_test_support import (
 )
 
 from shared.alerts import AlertReason
-from shared.ledger import Ledger, RunStatus
+from shared.ledger import INTENT_STATE, Ledger, RunStatus
 from shared.runkeys import request_run_key, run_id
+from shared.submission import INTENT_LEASE
 
 DATASET = "gs://dispatch-it-datasets/datasets/recovery/"
 
@@ -67,6 +70,31 @@ def test_a_failed_create_is_delivered_again_and_ends_with_one_job(
     assert [(a.number, a.job_name) for a in run.attempts] == [(1, job["name"])]
     assert run.status is RunStatus.SUBMITTED
     assert alerts.pull() == []
+
+
+def test_a_create_that_timed_out_is_taken_over_only_after_the_intent_lease(
+    functions: FunctionUrls,
+    vertex: VertexAdmin,
+    ledger: Ledger,
+    fresh_name: Callable[[str], str],
+) -> None:
+    # DEADLINE_EXCEEDED with nothing made: to dispatch, as to a real client, the job may exist
+    # and not be listed yet, so an early takeover could make a second one.
+    vertex.add_fault(method="CreateCustomJob", count=1, code="DEADLINE_EXCEEDED", when="before")
+    request = job_request(fresh_name("request"), "flex-a100", {"dataset_uri": DATASET})
+    the_run_id = run_id(request_run_key(request.message_id, None))
+
+    assert deliver_push(functions.request, request) == 500
+    assert deliver_push(functions.request, request) == 500  # inside the lease: wait
+    assert [c["status"] for c in vertex.create_calls(the_run_id)] == ["DEADLINE_EXCEEDED"]
+    last = ledger.get_run(the_run_id).run.last_attempt
+    assert last is not None and last.state == INTENT_STATE and last.job_name is None
+
+    age_intent(the_run_id, INTENT_LEASE + timedelta(seconds=1))
+    assert deliver_push(functions.request, request) == 200
+
+    assert [c["status"] for c in vertex.create_calls(the_run_id)] == ["DEADLINE_EXCEEDED", "OK"]
+    assert len(vertex.jobs(the_run_id)) == 1
 
 
 def _retry(message_id: str, the_run_id: str, attempt: int) -> Any:

@@ -17,12 +17,11 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
-from dispatch_test_support import VertexAdmin, deliver_push, job_request
+from dispatch_test_support import VertexAdmin, age_intent, deliver_push, job_request
 from faults_test_support import (
     WAIT_SECONDS,
     FunctionServer,
@@ -31,9 +30,7 @@ from faults_test_support import (
     wait_for,
 )
 
-from emulator_stack import LOCAL_PROJECT
-from shared import clients
-from shared.ledger import DEFAULT_COLLECTION, INTENT_STATE, Ledger, RunStatus
+from shared.ledger import INTENT_STATE, Ledger, RunStatus
 from shared.runkeys import request_run_key, run_id
 from shared.submission import INTENT_LEASE
 
@@ -47,15 +44,6 @@ def killable_request_function(dispatch_ready: None, tmp_path: Path) -> Iterator[
     server.start()
     yield server
     server.stop()
-
-
-def _age_intent(the_run_id: str, age: Any) -> None:
-    """Move attempt 1's intent_at back by ``age``, as if its creator had died that long ago."""
-    document = clients.firestore_client(LOCAL_PROJECT).collection(DEFAULT_COLLECTION)
-    reference = document.document(the_run_id)
-    attempts = reference.get().to_dict()["attempts"]
-    attempts[0]["intent_at"] = datetime.now(UTC) - age
-    reference.update({"attempts": attempts})
 
 
 def _deliver_and_kill(
@@ -129,7 +117,7 @@ def test_a_function_killed_mid_create_ends_with_one_job(
     server.start()
     inside_lease = deliver()
     jobs_inside_lease = len(vertex.jobs(the_run_id))
-    _age_intent(the_run_id, INTENT_LEASE + INTENT_LEASE / 5)
+    age_intent(the_run_id, INTENT_LEASE + INTENT_LEASE / 5)
     after_lease = deliver_until_acknowledged(deliver)
 
     jobs = vertex.jobs(the_run_id)
