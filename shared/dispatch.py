@@ -141,10 +141,22 @@ def _continue_run(services: Services, retry: RetryRequest) -> DispatchResult:
     if problem is not None:
         raise problem
     assert snapshot is not None  # _retry_problem refuses a missing run
-    if by_operator and snapshot.run.status.is_terminal():
-        snapshot = services.ledger.reopen(snapshot.run.run_id)
+    from shared.submission import retry_awaited
+
     run = snapshot.run
     labels = {"run_id": run.run_id, "route": run.route, "template": run.template}
+    if not retry_awaited(run, retry.attempt, by_operator=by_operator):
+        last = run.last_attempt
+        detail = (
+            f"run {run.run_id} is {run.status.value} (last attempt "
+            f"{last.number if last else 0}, job {last.job_name if last else None}): a retry for "
+            f"attempt {retry.attempt} is not awaited; acknowledged without a job"
+        )
+        log(logger, logging.WARNING, "retry not awaited", labels=labels, detail=detail)
+        return DispatchResult(DispatchOutcome.DUPLICATE, run.run_id, detail=detail)
+    if by_operator and run.status.is_terminal():
+        snapshot = services.ledger.reopen(run.run_id)
+        run = snapshot.run
     log(logger, logging.INFO, "retry received", labels=labels, attempt=retry.attempt)
     template = services.config.templates[run.template]
     return _submit(

@@ -32,6 +32,7 @@ from shared.ledger import (
     Attempt,
     Ledger,
     RetryPlan,
+    Run,
     RunSnapshot,
     RunStatus,
 )
@@ -48,6 +49,10 @@ Longer than any create call (60 s timeout) plus the ledger writes around it, so 
 races a creator that is still working."""
 
 logger = logging.getLogger(__name__)
+
+
+LIVE_STATUSES = frozenset({RunStatus.SUBMITTING, RunStatus.SUBMITTED, RunStatus.RUNNING})
+"""A run in one of these has a job that runs, waits for machines, or may be being created."""
 
 
 class AttemptInProgress(TransientError):
@@ -82,6 +87,25 @@ def submit_attempt(
         if reattached is not None:
             return reattached
     return _walk_placements(submission, snapshot, attempt_number, first_placement)
+
+
+def retry_awaited(run: Run, attempt_number: int, *, by_operator: bool) -> bool:
+    """Whether a retry message for ``attempt_number`` may start, or resume, that attempt.
+
+    An attempt already claimed is ``submit_attempt``'s to sort out (duplicate, reattach or take
+    over). A new one may start only while no job of the run is live, and only if the run awaits
+    it: the retry its last decision planned, its first attempt never claimed, or an operator's.
+    Anything else (a retry for attempt 3 while attempt 2 runs) would be a second GPU job.
+    """
+    if run.attempt(attempt_number) is not None:
+        return True
+    if run.status in LIVE_STATUSES:
+        return False
+    if by_operator:
+        return True
+    if run.status is RunStatus.WAITING_RETRY:
+        return run.next_retry is not None and run.next_retry.attempt == attempt_number
+    return run.status is RunStatus.ACCEPTED and not run.attempts and attempt_number == 1
 
 
 def _reattach(

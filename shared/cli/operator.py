@@ -175,6 +175,7 @@ def _run_retry(args: argparse.Namespace) -> int:
     from shared import retries
     from shared.errors import DispatchError
     from shared.ledger import REOPENABLE_STATUSES, RetryPlan, utc_now
+    from shared.submission import LIVE_STATUSES
 
     config = _operator_config(args)
     if config is None:
@@ -192,6 +193,15 @@ def _run_retry(args: argparse.Namespace) -> int:
         last = run.last_attempt
         if run.status.is_terminal() and run.status not in REOPENABLE_STATUSES:
             fail("retry", f"run {run.run_id} is {run.status.value}: there is nothing to retry")
+            return EXIT_PROBLEMS
+        if run.status in LIVE_STATUSES:  # dispatch would acknowledge the retry and do nothing
+            job = f"job {last.job_name}" if last and last.job_name else "a job being created"
+            fail(
+                "retry",
+                f"run {run.run_id} is {run.status.value} with {job}: a second attempt would run "
+                f"beside it. Cancel it first (`vertex-dispatch cancel {run.run_id}`), wait until "
+                f"`vertex-dispatch status {run.run_id}` shows it ended, then retry",
+            )
             return EXIT_PROBLEMS
         plan = RetryPlan(utc_now(), last.number + 1 if last else 1, 0, retries.OPERATOR_REASON)
         ledger.grant_operator_attempt(run.run_id, plan.attempt)

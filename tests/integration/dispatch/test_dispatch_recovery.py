@@ -8,7 +8,7 @@ did. A retry message starts its attempt once; one for a run the ledger does not 
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -25,7 +25,7 @@ from dispatch_test_support import (
 )
 
 from shared.alerts import AlertReason
-from shared.ledger import INTENT_STATE, Ledger, RunStatus
+from shared.ledger import INTENT_STATE, AttemptOutcome, Ledger, RetryPlan, RunStatus
 from shared.runkeys import request_run_key, run_id
 from shared.submission import INTENT_LEASE
 
@@ -110,6 +110,27 @@ def _retry(message_id: str, the_run_id: str, attempt: int) -> Any:
     )
 
 
+def _decide_a_retry(ledger: Ledger, the_run_id: str, next_attempt: int) -> None:
+    """Record what the job-state function writes when the last attempt's job failed for lack of
+    capacity: the attempt decided, the run waiting for ``next_attempt``."""
+    current = ledger.get_run(the_run_id)
+    assert current is not None and current.run.last_attempt is not None
+    last = current.run.last_attempt
+    assert last.job_name is not None
+    ledger.record_decision(
+        current,
+        AttemptOutcome(
+            attempt=last.number,
+            job_name=last.job_name,
+            state="JOB_STATE_FAILED",
+            error={"code": 8, "message": "no capacity", "class": "capacity"},
+            decision={"action": "retry", "reason": "capacity"},
+            status=RunStatus.WAITING_RETRY,
+            next_retry=RetryPlan(datetime.now(UTC), next_attempt, 0, "capacity"),
+        ),
+    )
+
+
 def test_a_retry_message_starts_the_next_attempt_once(
     functions: FunctionUrls,
     vertex: VertexAdmin,
@@ -120,6 +141,7 @@ def test_a_retry_message_starts_the_next_attempt_once(
     request = job_request(fresh_name("request"), "flex-a100", {"dataset_uri": DATASET})
     assert deliver_push(functions.request, request) == 200
     the_run_id = run_id(request_run_key(request.message_id, None))
+    _decide_a_retry(ledger, the_run_id, next_attempt=2)
 
     # The job-state function may publish the same retry twice; each may be delivered twice.
     first, second = (_retry(fresh_name("retry"), the_run_id, attempt=2) for _ in range(2))
@@ -138,6 +160,29 @@ def test_a_retry_message_starts_the_next_attempt_once(
         (1, jobs_by_attempt["1"]),
         (2, jobs_by_attempt["2"]),
     ]
+    assert alerts.pull() == []
+
+
+def test_a_retry_for_the_next_attempt_while_a_job_runs_makes_no_second_job(
+    functions: FunctionUrls,
+    vertex: VertexAdmin,
+    ledger: Ledger,
+    alerts: AlertsReader,
+    fresh_name: Callable[[str], str],
+) -> None:
+    # Anyone who may publish on the requests topic can send this; so can a stale decision.
+    request = job_request(fresh_name("request"), "flex-a100", {"dataset_uri": DATASET})
+    assert deliver_push(functions.request, request) == 200
+    the_run_id = run_id(request_run_key(request.message_id, None))
+
+    for attempt in (2, 3):
+        assert (
+            deliver_push(functions.request, _retry(fresh_name("retry"), the_run_id, attempt)) == 200
+        )
+
+    assert [job["labels"]["vd-attempt"] for job in vertex.created_jobs(the_run_id)] == ["1"]
+    run = ledger.get_run(the_run_id).run
+    assert [a.number for a in run.attempts] == [1] and run.status is RunStatus.SUBMITTED
     assert alerts.pull() == []
 
 

@@ -51,6 +51,8 @@ def test_cancel_cancels_the_last_job_and_retry_publishes_the_next_attempt(
     started = operator_world.request_run("flex-l4-starved")
 
     assert main(["cancel", started.run_id, "--config", str(CONFIG)]) == 0
+    operator_world.vertex.advance(60)  # the cancel completes: CANCELLING -> CANCELLED
+    operator_world.reconcile()
     assert main(["retry", started.run_id, "--config", str(CONFIG)]) == 0
 
     [cancel] = operator_world.vertex.requests("CancelCustomJob")
@@ -63,6 +65,19 @@ def test_cancel_cancels_the_last_job_and_retry_publishes_the_next_attempt(
         "placement_index": 0,
         "reason": "operator",
     }
+
+
+def test_retry_refuses_a_run_whose_job_is_live_and_says_to_cancel_it_first(
+    operator_world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    started = operator_world.request_run("flex-l4-starved")
+
+    assert main(["retry", started.run_id, "--config", str(CONFIG)]) == 1
+
+    error = capsys.readouterr().err
+    assert f"vertex-dispatch cancel {started.run_id}" in error and started.job_name in error
+    assert operator_world.retries.pull() == []
+    assert operator_world.run(started.run_id).operator_grant is None
 
 
 @pytest.mark.parametrize("command", ["retry", "cancel"])
