@@ -238,6 +238,15 @@ class Ledger:
         """Move the run to ``status`` (a terminal status is final), with its next retry if any."""
         return self._apply(run_id, lambda run: with_status(run, status, next_retry))[0]
 
+    def wait_for_retry(self, current: RunSnapshot, next_retry: RetryPlan) -> RunSnapshot:
+        """Make the run wait for ``next_retry``, only if it is still ``current``.
+
+        A delivery that found no placement must not overwrite what another delivery did
+        meanwhile (created the job): otherwise ``LedgerConflict``, and the redelivery reads again.
+        """
+        changed = with_status(current.run, RunStatus.WAITING_RETRY, next_retry)
+        return self._write_if_unchanged(current, changed)
+
     def reopen(self, run_id: str) -> RunSnapshot:
         """Reopen a failed, rejected or cancelled run for an operator's retry."""
         return self._apply(run_id, with_reopened)[0]

@@ -329,7 +329,7 @@ def _no_placement(
         placement_index=0,
         reason="no placement could take the job",
     )
-    snapshot = submission.ledger.set_status(run.run_id, RunStatus.WAITING_RETRY, next_retry)
+    snapshot = submission.ledger.wait_for_retry(snapshot, next_retry)  # or LedgerConflict
     reasons = "\n".join(blocked)
     alert_once(
         submission.ledger,

@@ -235,6 +235,30 @@ def test_two_claims_from_one_snapshot_one_wins(ledger: Ledger) -> None:
     assert stored.update_time == claimed.update_time
 
 
+def test_no_placement_does_not_overwrite_a_job_another_delivery_created(ledger: Ledger) -> None:
+    # Delivery A read the run and found every placement full; meanwhile B claimed and created.
+    opened, _ = ledger.open_run(new_run())
+    claimed = ledger.claim_attempt(opened, attempt(1))
+    ledger.record_job(opened.run.run_id, 1, JOB_1, "JOB_STATE_QUEUED", known=claimed)
+
+    with pytest.raises(LedgerConflict):
+        ledger.wait_for_retry(opened, RetryPlan(T0, 1, 0, "no placement could take the job"))
+
+    stored = ledger.get_run(opened.run.run_id)
+    assert stored is not None
+    assert stored.run.status is RunStatus.SUBMITTED and stored.run.next_retry is None
+
+
+def test_no_placement_makes_an_unchanged_run_wait(ledger: Ledger) -> None:
+    opened, _ = ledger.open_run(new_run())
+    plan = RetryPlan(T0, 1, 0, "no placement could take the job")
+
+    waiting = ledger.wait_for_retry(opened, plan)
+
+    assert waiting.run.status is RunStatus.WAITING_RETRY and waiting.run.next_retry == plan
+    assert ledger.get_run(opened.run.run_id) == waiting
+
+
 def test_racing_claims_one_wins(ledger: Ledger) -> None:
     opened, _ = ledger.open_run(new_run())
     start = Barrier(RACERS)
