@@ -290,8 +290,10 @@ class _Tick:
                 f"{jobstate.console_url(waited.job_name)}"
             ),
             what_to_do=(
-                "check the region's capacity for the job's GPUs and the job in the console; "
-                f"then `vertex-dispatch retry {run.run_id}` or add a placement to the chain"
+                "check the job in the console, the region's capacity for its GPUs, and the "
+                "project's preemptible GPU quota there (Vertex AI keeps a job that lacks quota "
+                f"queued rather than refusing it); then `vertex-dispatch retry {run.run_id}` or "
+                "add a placement to the chain"
             ),
         )
 
