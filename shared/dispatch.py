@@ -154,11 +154,18 @@ def _continue_run(services: Services, retry: RetryRequest) -> DispatchResult:
         )
         log(logger, logging.WARNING, "retry not awaited", labels=labels, detail=detail)
         return DispatchResult(DispatchOutcome.DUPLICATE, run.run_id, detail=detail)
+    template = services.config.templates.get(run.template)
+    if template is None:
+        # Every later retry (the reconciler's included) would fail the same way: end the run.
+        gone = RetryRejected(
+            f"run {run.run_id} used template {run.template!r}, which the config no longer has; "
+            f"restore the template, then `vertex-dispatch retry {run.run_id}`"
+        )
+        return _end_run(services, snapshot, retry, labels, gone)
     if by_operator and run.status.is_terminal():
         snapshot = services.ledger.reopen(run.run_id)
         run = snapshot.run
     log(logger, logging.INFO, "retry received", labels=labels, attempt=retry.attempt)
-    template = services.config.templates[run.template]
     return _submit(
         services,
         snapshot,
@@ -182,10 +189,7 @@ def _retry_problem(
         )
     template = config.templates.get(snapshot.run.template)
     if template is None:
-        return RetryRejected(
-            f"run {retry.run_id} used template {snapshot.run.template!r}, which the config no "
-            "longer has; restore the template or start a new run"
-        )
+        return None  # the run's own problem, not the message's: _continue_run ends the run
     if retry.placement_index >= len(template.placements):
         return RetryRejected(
             f"retry of run {retry.run_id} asks for placement {retry.placement_index}, but "
@@ -221,7 +225,13 @@ def _submit(
         now=services.now,
         labels=labels,
     )
-    result = submit_attempt(submission, snapshot, attempt, first_placement)
+    try:
+        result = submit_attempt(submission, snapshot, attempt, first_placement)
+    except PermanentError as error:
+        # Raised after the run was opened (a permission the function lacks, a ledger refusal):
+        # the run itself ends and alerts, so that a redelivery or the reconciler's next retry
+        # finds it over instead of failing the same way again under a new rejected event.
+        return _end_run(services, snapshot, trigger, labels, error)
     log(
         logger,
         logging.INFO,
@@ -231,6 +241,47 @@ def _submit(
         outcome=result.outcome.value,
     )
     return result
+
+
+def _end_run(
+    services: Services,
+    snapshot: RunSnapshot,
+    trigger: Trigger,
+    labels: dict[str, str],
+    error: PermanentError,
+) -> DispatchResult:
+    """End an opened run on a permanent error its submission raised; alert once on its id."""
+    from shared import records
+    from shared.alerts import AlertReason
+    from shared.ledger import RunStatus
+    from shared.rejections import finish_run
+    from shared.vertex import VertexPermissionDenied
+
+    the_run_id = snapshot.run.run_id
+    permission = isinstance(error, VertexPermissionDenied)
+    finish_run(
+        services.ledger,
+        snapshot,
+        RunStatus.FAILED if permission else RunStatus.REJECTED,
+        config=services.config,
+        trigger=records.describe_trigger(trigger),
+        reason=AlertReason.PERMISSION if permission else AlertReason.INVALID_REQUEST,
+        message=f"{type(error).__name__}: {error}",
+        what_to_do=(
+            f"fix what the message names, then `vertex-dispatch retry {the_run_id}`"
+            if permission or isinstance(error, RetryRejected)
+            else "fix what the message names, then trigger again"
+        ),
+    )
+    log(
+        logger,
+        logging.ERROR,
+        "run ended on a permanent error",
+        labels=labels,
+        error=str(error),
+        error_type=type(error).__name__,
+    )
+    return DispatchResult(DispatchOutcome.REJECTED, the_run_id, detail=str(error))
 
 
 def _check_manifest(manifest_uri: str) -> None:
@@ -261,21 +312,36 @@ def _reject_event(
     """Record a permanent error about the event itself, alert once, and acknowledge it."""
     from shared import records
     from shared.alerts import AlertReason
-    from shared.ledger import Run, RunStatus
+    from shared.ledger import LedgerRejected, Run, RunStatus
     from shared.rejections import alert_once
 
     run_key = _rejected_run_key(cloud_event, trigger)
     the_run_id = runkeys.run_id(run_key)
-    snapshot, _ = services.ledger.open_run(
-        Run(
+
+    def rejected_run(record: Mapping[str, object]) -> Run:
+        return Run(
             run_id=the_run_id,
             run_key=run_key,
             route="",
             template="",
-            trigger=records.trigger_record(trigger) if trigger else _event_record(cloud_event),
+            trigger=record,
             status=RunStatus.REJECTED,
         )
+
+    envelope = _event_record(
+        cloud_event, "UndecodableEvent" if trigger is None else "UnstorableEvent"
     )
+    # When the ledger refused the trigger's record, writing it again would only fail again: the
+    # rejection is recorded (and alerted) with the event's envelope instead.
+    whole = None if trigger is None or isinstance(error, LedgerRejected) else trigger
+    try:
+        snapshot, _ = services.ledger.open_run(
+            rejected_run(envelope if whole is None else records.trigger_record(whole))
+        )
+    except LedgerRejected:
+        if whole is None:
+            raise
+        snapshot, _ = services.ledger.open_run(rejected_run(envelope))
     described = records.describe_trigger(trigger) if trigger else _describe_event(cloud_event)
     log(
         logger,
@@ -306,12 +372,16 @@ def _rejected_run_key(cloud_event: CloudEvent, trigger: Trigger | None) -> str:
     return f"rejected-event:{source}#{event_id}"
 
 
-def _event_record(cloud_event: CloudEvent) -> dict[str, object]:
-    """What the ledger keeps of an event that could not be decoded: its envelope only."""
-    return {
-        "kind": "UndecodableEvent",
+def _event_record(cloud_event: CloudEvent, kind: str = "UndecodableEvent") -> dict[str, object]:
+    """What the ledger keeps of an event it cannot keep whole, because it could not be decoded
+    (``UndecodableEvent``) or the ledger refused its record (``UnstorableEvent``): the envelope."""
+    record: dict[str, object] = {
+        "kind": kind,
         **{key: events.printable(cloud_event.get(key)) for key in ("type", "source", "id")},
     }
+    if cloud_event.get("subject") is not None:  # optional in CloudEvents; Eventarc sets it for GCS
+        record["subject"] = events.printable(cloud_event.get("subject"))
+    return record
 
 
 def _describe_event(cloud_event: CloudEvent) -> str:

@@ -18,7 +18,7 @@ import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from shared.errors import MalformedEvent
@@ -55,7 +55,17 @@ MAX_MESSAGE_ID_CHARS = 256
 MAX_RETRY_ATTEMPT = 1000
 MAX_PLACEMENT_INDEX = 100
 MAX_REASON_CHARS = 1024
+INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
+# A job request's body is stored whole in the ledger (Firestore), so a JSON body must be one
+# Firestore can store: maps and arrays nested at most 20 deep in the document (the body sits at
+# trigger.body, and the emulator counts an array as up to two levels), field paths of at most
+# 1500 bytes, integers within int64, no array directly in an array, no empty or __reserved__ key.
+# The limits below leave a margin under Firestore's; a body past them is malformed, refused here
+# with its path, rather than a ledger error (measured against the emulator: a ValueError or
+# protobuf DecodeError from the client, or INVALID_ARGUMENT).
+MAX_JSON_DEPTH = 10  # objects and arrays, the body itself being level 1
+MAX_KEY_PATH_BYTES = 1024  # the keys leading to any value, joined with ".", in UTF-8
 
 _MAX_BODY_BASE64_CHARS = 4 * -(-MAX_BODY_BYTES // 3)
 _INT64_STRING = re.compile(r"-?[0-9]{1,19}")
@@ -69,6 +79,8 @@ _SHOWN_VALUE_CHARS = 80
 # encode, so they would fail at the first ledger write or hash (a 500, redelivered forever)
 # rather than here, as the malformed input they are.
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+_RESERVED_KEY = re.compile("__.*__", re.DOTALL)  # Firestore reserves these field names
+_SHOWN_PATH_CHARS = 160
 
 
 def decode(cloud_event: CloudEvent) -> Trigger:
@@ -327,6 +339,12 @@ def _attributes(raw: object) -> dict[str, str]:
             raise MalformedEvent(
                 f"Pub/Sub attribute key {_shown(key)} must be 1-{MAX_ATTRIBUTE_KEY_BYTES} bytes"
             )
+        if _RESERVED_KEY.fullmatch(key):
+            # Stored with the run (trigger.attributes), where Firestore refuses such a name.
+            raise MalformedEvent(
+                f"Pub/Sub attribute key {_shown(key)} has the form __name__, reserved by "
+                "Firestore: the ledger cannot store it; rename the attribute"
+            )
         if len(value.encode("utf-8")) > MAX_ATTRIBUTE_VALUE_BYTES:
             raise MalformedEvent(
                 f"Pub/Sub attribute {key!r} is over {MAX_ATTRIBUTE_VALUE_BYTES} bytes; move "
@@ -388,12 +406,92 @@ def _json_object(raw: bytes, what: str, *, empty_allowed: bool) -> dict[str, Any
         ) from None
     try:
         parsed = json.loads(text, parse_constant=_reject_non_finite)
-    except (ValueError, RecursionError) as error:
+    except RecursionError:
+        raise MalformedEvent(
+            f"{what} is not JSON that can be read: it is nested too deep to parse (the limit is "
+            f"{MAX_JSON_DEPTH} levels of objects and arrays); send a flatter object"
+        ) from None
+    except ValueError as error:
         raise MalformedEvent(f"{what} is not JSON ({error}); send a JSON object") from None
     if not isinstance(parsed, dict):
         raise MalformedEvent(f"{what} must be a JSON object; got {_shown(parsed)}")
     refuse_lone_surrogates(parsed, what)
+    _refuse_unstorable(parsed, what)
     return parsed
+
+
+def _refuse_unstorable(document: dict[str, Any], what: str) -> None:
+    """``MalformedEvent``, naming the place, if the ledger could not store ``document``: the
+    limits above (depth, key paths, int64, arrays in arrays, empty and reserved keys)."""
+    # (value, depth of the value if it is an object or array, path of keys and indices, bytes of
+    # the keys joined with ".", whether the value is an array's item)
+    pending: list[tuple[object, int, tuple[str | int, ...], int, bool]] = [
+        (document, 1, (), 0, False)
+    ]
+    while pending:
+        value, depth, path, path_bytes, in_array = pending.pop()
+        if isinstance(value, bool) or not isinstance(value, int | dict | list):
+            continue  # null, true/false, floats (doubles, as Firestore's) and strings fit
+        if isinstance(value, int):
+            if not INT64_MIN <= value <= INT64_MAX:
+                raise _unstorable(
+                    what,
+                    path,
+                    f"is {_shown(value)}, an integer outside int64; send it as a string",
+                )
+            continue
+        if depth > MAX_JSON_DEPTH:
+            raise _unstorable(
+                what,
+                path,
+                f"is nested {depth} levels deep, over the limit of {MAX_JSON_DEPTH} objects and "
+                "arrays (the body itself is level 1); send a flatter object",
+            )
+        if isinstance(value, list):
+            if in_array:
+                raise _unstorable(
+                    what,
+                    path,
+                    "is an array directly inside an array; wrap the inner array in an object "
+                    '({"items": [...]})',
+                )
+            pending.extend(
+                (item, depth + 1, (*path, index), path_bytes, True)
+                for index, item in enumerate(value)
+            )
+            continue
+        for key, item in value.items():
+            key_bytes = path_bytes + bool(path_bytes) + len(key.encode("utf-8"))
+            problem = (
+                "is empty"
+                if not key
+                else "has the form __name__, reserved by Firestore"
+                if _RESERVED_KEY.fullmatch(key)
+                else f"makes the keys leading to its value, joined with '.', {key_bytes} bytes "
+                f"in UTF-8, over the limit of {MAX_KEY_PATH_BYTES}"
+                if key_bytes > MAX_KEY_PATH_BYTES
+                else None
+            )
+            if problem is not None:
+                raise _unstorable(
+                    what, path, f"has the key {_shown(key)}, which {problem}; rename the key"
+                )
+            pending.append((item, depth + 1, (*path, key), key_bytes, False))
+
+
+def _unstorable(what: str, path: tuple[str | int, ...], problem: str) -> MalformedEvent:
+    return MalformedEvent(
+        f"{_shown_path(what, path)} {problem} (the ledger, Firestore, could not store it; limits "
+        "in docs/messages.md)"
+    )
+
+
+def _shown_path(what: str, path: tuple[str | int, ...]) -> str:
+    """``what`` and the path into it, e.g. ``job request body.extra[0].n``, cut short."""
+    text = what + "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in path)
+    if len(text) <= _SHOWN_PATH_CHARS:
+        return text
+    return text[:_SHOWN_PATH_CHARS] + "..."
 
 
 def _reject_non_finite(constant: str) -> float:
@@ -441,7 +539,16 @@ def _bounded_int(data: Mapping[str, Any], key: str, minimum: int, maximum: int) 
 
 def _timestamp(value: object, where: str) -> datetime:
     if isinstance(value, str) and _RFC3339.fullmatch(value):
-        return datetime.fromisoformat(value)
+        try:
+            moment = datetime.fromisoformat(value)
+            # The run key and the ledger hold it in UTC, which can leave datetime's years 1-9999.
+            moment.astimezone(UTC)
+        except (ValueError, OverflowError) as error:  # 30 February, hour 24, a leap second, ...
+            raise MalformedEvent(
+                f"{where} {_shown(value)} names no real moment ({error}); send an existing "
+                'date and time whose UTC time is in the years 1-9999, e.g. "2026-12-01T02:00:00Z"'
+            ) from None
+        return moment
     raise MalformedEvent(
         f"{where} must be an RFC 3339 timestamp with a time zone, e.g. "
         f'"2026-12-01T02:00:00Z"; got {_shown(value)}'

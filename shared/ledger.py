@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from google.api_core import exceptions as api_exceptions
 from google.api_core import retry as api_retry
+from google.protobuf.message import DecodeError
 
 from shared import clients
 from shared.errors import BackendUnavailable
@@ -409,4 +410,13 @@ def _translated_errors(operation: str, run_id: str) -> Iterator[None]:
         raise LedgerRejected(
             f"ledger {operation} of run {run_id} was refused: {error}; check the Firestore "
             "database (native mode, (default)) and the size of the trigger stored with the run"
+        ) from error
+    except (ValueError, DecodeError, RecursionError) as error:
+        # The client encodes a document before sending it and refuses, with these, values no
+        # request can carry: an integer beyond int64, an empty map key (ValueError), maps nested
+        # past protobuf's parser depth (DecodeError) or past Python's (RecursionError). Retrying
+        # the same record cannot help.
+        raise LedgerRejected(
+            f"ledger {operation} of run {run_id} was refused by the Firestore client "
+            f"({type(error).__name__}: {error}): the record holds a value Firestore cannot store"
         ) from error

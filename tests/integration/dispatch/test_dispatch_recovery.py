@@ -286,3 +286,30 @@ def test_a_run_no_placement_can_take_waits_and_alerts_once(
         AlertReason.NO_PLACEMENT,
     )
     assert "a100-pool" in alert["body"]["message"]
+
+
+def test_a_permission_the_function_lacks_ends_the_run_itself_and_alerts_once(
+    functions: FunctionUrls,
+    vertex: VertexAdmin,
+    ledger: Ledger,
+    alerts: AlertsReader,
+    fresh_name: Callable[[str], str],
+) -> None:
+    # Raised after the run was opened: the run ends on its own id, not as a new rejected event
+    # each delivery (which the reconciler's retries would repeat every tick).
+    vertex.add_fault(method="GetPersistentResource", code="PERMISSION_DENIED", count=1)
+    request = job_request(fresh_name("request"), "pool-only", {"dataset_uri": DATASET})
+    the_run_id = run_id(request_run_key(request.message_id, None))
+
+    assert deliver_push(functions.request, request) == 200
+    assert deliver_push(functions.request, request) == 200  # the run is over: a duplicate
+
+    run = ledger.get_run(the_run_id).run
+    assert run.status is RunStatus.FAILED and run.alerts == (AlertReason.PERMISSION,)
+    [alert] = alerts.pull()
+    assert (alert["body"]["run_id"], alert["body"]["reason"]) == (
+        the_run_id,
+        AlertReason.PERMISSION,
+    )
+    assert "aiplatform.persistentResources.get" in alert["body"]["message"]
+    assert vertex.create_calls(the_run_id) == []

@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from reconcile_test_support import Message, World, of_run
+from reconcile_test_support import Message, World, of_run, topic
 
+from shared.dispatch import dispatch_event
 from shared.jobevents import job_state_message
 from shared.jobstate import JobStateOutcome
 from shared.ledger import RunStatus
@@ -136,3 +137,32 @@ def test_an_ended_run_whose_alert_failed_to_publish_is_alerted_by_a_later_tick(
     assert alert.body()["reason"] == "retries_exhausted"
     assert world.run(started.run_id).alerts == ("retries_exhausted",)
     assert world.reconcile().ended_runs_owing_actions == 0  # owed no more: not read again
+
+
+def test_a_retry_for_a_run_whose_template_left_the_config_ends_the_run_once(
+    world: World,
+) -> None:
+    world.vertex.call(
+        "POST", "outcomes", {"result": "internal_error", "duration": "1m", "times": 1}
+    )
+    started = world.request_run("flex-a100")
+    world.vertex.advance(3 * 60 + 1)  # the job fails with INTERNAL: a backoff retry is planned
+    for _ in range(3):  # ticks until it is decided and its backoff has passed
+        world.reconcile()
+        world.vertex.advance(11 * 60)
+    retries = of_run(world.retries.pull(), started.run_id)
+    assert retries, world.run(started.run_id)
+    config = world.services.config
+    templates = {n: t for n, t in config.templates.items() if n != "flex-a100"}
+    without = replace(world.services, config=replace(config, templates=templates))
+
+    results = [dispatch_event(m.cloud_event(topic("requests")), without) for m in retries + retries]
+
+    assert [r.outcome.value for r in results][:1] == ["rejected"]
+    assert {r.outcome.value for r in results[1:]} <= {"duplicate"}
+    ended = world.run(started.run_id)
+    assert ended.status is RunStatus.REJECTED
+    [alert] = of_run(world.alerts.pull(), started.run_id)
+    assert "no longer has" in alert.body()["message"]
+    assert len(world.creates(started.run_id)) == 1  # attempt 1 only
+    assert world.reconcile().retries_published == {}  # an ended run is retried no more
