@@ -14,7 +14,11 @@ is read (DESIGN.md §1):
    run's last attempt is classified (``outcomes.classify``), decided (``decisions.decide``) and
    recorded in ONE compare-and-set with the decision, so the same hint twice makes one decision:
    a delivery that loses the race gets ``LedgerConflict`` (transient), and its redelivery finds
-   the decision made;
+   the decision made. One exception: a FAILED job without an error that ended less than
+   ``outcomes.ERROR_SETTLE_TIME`` ago is recorded but not decided (DEFERRED): Vertex AI sets the
+   error about a minute after the end, and deciding on no error would alert instead of retrying.
+   The hint is acknowledged; the reconciler's next tick (or a later hint) reads the job again
+   and decides;
 4. ``actions.ensure_actions``: what the recorded run requires (alerts once per reason, the
    completion once, a retry that is due now), also when nothing new was recorded, so an action
    whose publish failed last time is redone.
@@ -46,7 +50,7 @@ if TYPE_CHECKING:
     from shared.decisions import Decision
     from shared.dispatch import Services
     from shared.jobevents import JobHint
-    from shared.ledger import Attempt, RunSnapshot
+    from shared.ledger import Attempt, Run, RunSnapshot
     from shared.outcomes import Classification
 
 RUN_LABEL = "vd-run"  # shared.jobspec.RUN_LABEL, without importing the protos it needs
@@ -71,6 +75,7 @@ class JobStateOutcome(enum.StrEnum):
     UNCHANGED = "unchanged"  # the ledger already records this state (actions re-ensured)
     RECORDED = "recorded"  # a new live state, or a terminal state not to be decided
     DECIDED = "decided"  # a terminal state of the last attempt: classified, decided, recorded
+    DEFERRED = "deferred"  # FAILED, its error not set yet: recorded, decided on a later read
 
 
 @dataclass(frozen=True)
@@ -158,8 +163,15 @@ def record_job_state(
     if _already_recorded(attempt, state):
         outcome = JobStateOutcome.UNCHANGED
     elif is_terminal(state) and _decidable(snapshot, attempt_number):
-        snapshot = _decide_and_record(snapshot, job, services, rng)
-        outcome = JobStateOutcome.DECIDED
+        classification = classify_job(job, snapshot.run, attempt)
+        if _error_still_to_come(job, classification, services.now(), snapshot):
+            snapshot = services.ledger.record_observed_state(
+                run_id, attempt_number, job.name, state, None
+            )
+            outcome = JobStateOutcome.DEFERRED
+        else:
+            snapshot = _decide_and_record(snapshot, job, classification, services, rng)
+            outcome = JobStateOutcome.DECIDED
     else:
         snapshot = services.ledger.record_observed_state(
             run_id, attempt_number, job.name, state, _error_of(job)
@@ -221,15 +233,57 @@ def _decidable(snapshot: RunSnapshot, attempt_number: int) -> bool:
     return not run.status.is_terminal() and last is not None and last.number == attempt_number
 
 
+def classify_job(job: aiplatform_v1.CustomJob, run: Run, attempt: Attempt | None) -> Classification:
+    """``outcomes.classify`` with what the ledger knows of the job: the FLEX_START max wait of
+    the attempt's recorded placement (before the job's own), and whether the reconciler's
+    watchdog asked for the job's cancel (then a CANCELLED job is our cancel, not an expiry)."""
+    from shared.outcomes import classify
+    from shared.reconcile import WatchdogReason
+    from shared.reconcile_plan import flex_start_max_wait
+
+    return classify(
+        job,
+        max_wait=flex_start_max_wait(job, attempt),
+        cancel_requested=WatchdogReason.OVERDUE_WAIT in run.alerts,
+    )
+
+
+def _error_still_to_come(
+    job: aiplatform_v1.CustomJob,
+    classification: Classification,
+    now: datetime,
+    snapshot: RunSnapshot,
+) -> bool:
+    """Whether to wait for the error of a FAILED job that has none yet (``outcomes``)."""
+    from shared.config.model import FailureClass
+    from shared.outcomes import error_pending
+
+    if classification.failure is not FailureClass.UNKNOWN:
+        return False  # decided without the error: a FLEX_START wait that ran out
+    left = error_pending(job, now)
+    if left is None:
+        return False
+    log(
+        logger,
+        logging.INFO,
+        "job end not decided yet: Vertex AI sets a failed job's error about a minute after its end",
+        labels=_labels(snapshot),
+        job=job.name,
+        end_time=str(job.end_time or job.update_time),
+        decide_by=str(now + left),
+    )
+    return True
+
+
 def _decide_and_record(
     snapshot: RunSnapshot,
     job: aiplatform_v1.CustomJob,
+    classification: Classification,
     services: Services,
     rng: random.Random,
 ) -> RunSnapshot:
     from shared.decisions import decide
     from shared.ledger import AttemptOutcome, InvalidTransition
-    from shared.outcomes import classify
 
     run = snapshot.run
     template = services.config.templates.get(run.template)
@@ -238,7 +292,6 @@ def _decide_and_record(
             f"run {run.run_id} used template {run.template!r}, which the config "
             f"{services.config.source} no longer has: restore it so its retry policy can decide"
         )
-    classification = classify(job)
     now = services.now()
     decision = decide(run, template, classification, now=now, rng=rng)
     attempt_number = run.last_attempt.number if run.last_attempt else 0

@@ -1,7 +1,24 @@
 """How a CustomJob ended: its terminal state and ``error`` (google.rpc.Status) → a failure class.
 
-Pure and cheap: no Google Cloud client is imported (the job is only read through ``state.name``
-and ``error.code`` / ``error.message``), so the reconciler and the CLI may classify freely.
+Pure and cheap: no Google Cloud client is imported (the job is only read through ``state.name``,
+``error.code`` / ``error.message`` and its timestamps), so the reconciler and the CLI may classify
+freely.
+
+Two rules come before the verdict table, because the real service's texts cannot carry them:
+
+- **a FLEX_START wait that ran out is capacity, whatever the job says** (``wait_ran_out``): what
+  Vertex AI reports when a FLEX_START job's max wait passes is undocumented (the emulator's
+  "max wait duration" text is our own invention), so a FLEX_START job that never got a
+  ``start_time`` and ended, FAILED or CANCELLED by the service, at or after ``create_time`` plus
+  its max wait is ``CAPACITY`` (the next placement of the chain). A CANCELLED job counts only
+  when nobody asked for the cancel (the reconciler's watchdog records its own) and it ended within
+  ``SERVICE_EXPIRY_WINDOW`` of the deadline: a human's later cancel stays a cancel. The message
+  row "FLEX_START max wait expired" remains as the second signal, for jobs whose times are
+  missing.
+- **an empty error may not be the last word** (``error_pending``): Google's "Understand the
+  custom training service" page says the error code is set about a minute after the job ends.
+  A FAILED job read sooner has no error yet; the caller records it and decides on a later read,
+  until ``ERROR_SETTLE_TIME`` after the end (then no error means ``UNKNOWN``, as before).
 
 The verdict table ``VERDICTS`` is ordered; the first row that matches wins. It is built from the
 texts the real service puts in ``CustomJob.error`` (quoted in GitHub issues and Google's docs) and
@@ -31,6 +48,7 @@ import enum
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
 
 from shared.config.model import FailureClass
@@ -72,6 +90,23 @@ RPC_CODE_NAMES: Final[Mapping[int, str]] = {
 PERMISSION_CODES: Final[frozenset[int]] = frozenset({7, 16})
 
 SUMMARY_MESSAGE_CHARS: Final = 160
+
+ERROR_SETTLE_TIME: Final = timedelta(minutes=3)
+"""How long after its end a FAILED job without an error is not decided yet.
+
+Google's "Understand the custom training service" page
+(https://cloud.google.com/vertex-ai/docs/training/understanding-training-service): "About one
+minute after a job ends, Vertex AI sets the error code on the training job object, based on the
+exit code." A read in that minute (a log-sink hint comes right at the end) sees FAILED with no
+error, which is UNKNOWN and alerted instead of retried. Three times the stated minute leaves room
+for "about" and for a reconcile tick to come round; after it, no error is the service's answer.
+"""
+SERVICE_EXPIRY_WINDOW: Final = timedelta(minutes=10)
+"""A CANCELLED FLEX_START job that never started counts as a service-side max-wait expiry only
+when it ended this soon after its deadline: the service ends a job when its wait runs out, while
+the reconciler's watchdog cancels only after the max wait plus ``watchdog_grace`` (30 minutes by
+default) and a human may cancel at any time. Ten minutes absorbs the service's own delay."""
+WAIT_RAN_OUT_RULE: Final = "FLEX_START never started and ended past its max wait"
 QUOTA_METRIC: Final = re.compile(r"aiplatform\.googleapis\.com/[a-z0-9_]+")
 
 
@@ -146,7 +181,9 @@ VERDICTS: Final[tuple[VerdictRow, ...]] = (
         FailureClass.CAPACITY,
         pattern=_text(r"insufficient in persistent resource|persistent resource \S+ is full"),
     ),
-    # "The job could not be scheduled within its max wait duration of 2h. ..."
+    # "The job could not be scheduled within its max wait duration of 2h. ..." is the emulator's
+    # wording, not the service's (which is undocumented): the second signal after
+    # ``wait_ran_out``, for a job whose create or end time is missing.
     VerdictRow(
         "FLEX_START max wait expired",
         FailureClass.CAPACITY,
@@ -212,9 +249,73 @@ def is_terminal(state: str | enum.Enum) -> bool:
     return name in TERMINAL_STATES
 
 
-def classify(job: aiplatform_v1.CustomJob) -> Classification:
-    """The outcome of a terminal ``job``; ``NotTerminal`` when it has not ended yet."""
-    return classify_error(job.state.name, job.error.code, job.error.message, job_name=job.name)
+def classify(
+    job: aiplatform_v1.CustomJob,
+    *,
+    max_wait: timedelta | None = None,
+    cancel_requested: bool = False,
+) -> Classification:
+    """The outcome of a terminal ``job``; ``NotTerminal`` when it has not ended yet.
+
+    ``max_wait`` is the job's FLEX_START max wait (None: not a FLEX_START job, or one that waits
+    forever); ``cancel_requested`` says we asked for the job's cancel (the watchdog did). With
+    them, a wait that ran out is capacity whatever the job's error says (``wait_ran_out``).
+    """
+    state = job.state.name
+    if is_terminal(state) and wait_ran_out(job, max_wait, cancel_requested=cancel_requested):
+        code, message = job.error.code, job.error.message
+        return Classification(
+            state=state,
+            succeeded=False,
+            failure=FailureClass.CAPACITY,
+            code=code or None,
+            message=message,
+            evidence=WAIT_RAN_OUT_RULE,
+            summary=_summary(state, FailureClass.CAPACITY, code, message),
+        )
+    return classify_error(state, job.error.code, job.error.message, job_name=job.name)
+
+
+def wait_ran_out(
+    job: aiplatform_v1.CustomJob,
+    max_wait: timedelta | None,
+    *,
+    cancel_requested: bool = False,
+) -> bool:
+    """Whether ``job``, a FLEX_START job allowed to wait ``max_wait``, ended because the wait
+    ran out: it never started, it ended FAILED, or CANCELLED by the service (not asked for by us,
+    and within ``SERVICE_EXPIRY_WINDOW`` of the deadline), at or after ``create_time + max_wait``.
+    """
+    if max_wait is None or max_wait <= timedelta(0):
+        return False
+    state = job.state.name
+    if state not in (FAILED_STATE, CANCELLED_STATE) or job.start_time is not None:
+        return False
+    created, ended = job.create_time, job.end_time or job.update_time
+    if created is None or ended is None:
+        return False
+    deadline = created + max_wait
+    if ended < deadline:
+        return False
+    if state == CANCELLED_STATE:
+        return not cancel_requested and ended < deadline + SERVICE_EXPIRY_WINDOW
+    return True
+
+
+def error_pending(job: aiplatform_v1.CustomJob, now: datetime) -> timedelta | None:
+    """How much longer to wait for the error of a FAILED ``job`` that has none yet; None when
+    the job is to be decided now (it has an error, is not FAILED, or ended long enough ago).
+
+    See ``ERROR_SETTLE_TIME``. A job without an end or update time is decided now: there is no
+    way to tell how long its error has had. An end in the future (clock skew) waits.
+    """
+    if job.state.name != FAILED_STATE or job.error.code or job.error.message:
+        return None
+    ended = job.end_time or job.update_time
+    if ended is None:
+        return None
+    left = ended + ERROR_SETTLE_TIME - now
+    return left if left > timedelta(0) else None
 
 
 def classify_error(state: str, code: int, message: str, *, job_name: str = "") -> Classification:

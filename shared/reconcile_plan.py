@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 
 from shared import decisions, jobspec, outcomes
 from shared.aiplatform import CustomJob, JobState, Scheduling
+from shared.config.durations import parse_duration
 from shared.config.model import Template
 from shared.ledger import Attempt, RetryPlan, Run, RunStatus
 from shared.submission import INTENT_LEASE
@@ -157,17 +158,25 @@ def plan_tick(
             continue
         if _changed(run, job):
             changes.append(StateChange(run.run_id, job.name, job.state.name))
-        waited_too_long = _overdue_wait(run.run_id, job, now, grace)
+        waited_too_long = _overdue_wait(run.run_id, job, last, now, grace)
         if waited_too_long is not None:
             overdue.append(waited_too_long)
     return TickPlan(tuple(changes), tuple(due), tuple(overdue), tuple(stuck), tuple(unlisted))
 
 
 def _changed(run: Run, job: CustomJob) -> bool:
-    """The ledger has not seen the job's state, or saw it end but did not decide."""
+    """The ledger has not seen the job's state, or saw it end but did not decide.
+
+    A live state listed for an attempt the ledger knows ended (terminal state, or decided) is
+    older news, not a change: the listing was made before the end was recorded.
+    """
     last = run.last_attempt
     assert last is not None
     state = job.state.name
+    if not outcomes.is_terminal(state) and (
+        last.decision is not None or outcomes.is_terminal(last.state)
+    ):
+        return False
     if state != last.state:
         return True
     return (
@@ -210,11 +219,11 @@ def placement_index(template: Template | None, attempt: Attempt) -> int:
 
 
 def _overdue_wait(
-    run_id: str, job: CustomJob, now: datetime, grace: timedelta
+    run_id: str, job: CustomJob, attempt: Attempt, now: datetime, grace: timedelta
 ) -> OverdueWait | None:
     if job.state.name not in WAITING_STATES:
         return None
-    max_wait = flex_start_max_wait(job)
+    max_wait = flex_start_max_wait(job, attempt)
     if max_wait is None or job.create_time is None:
         return None
     waited = now - job.create_time
@@ -224,8 +233,18 @@ def _overdue_wait(
     return OverdueWait(run_id, job.name, job.state.name, waited, limit)
 
 
-def flex_start_max_wait(job: CustomJob) -> timedelta | None:
-    """How long a FLEX_START job may wait for machines; None when it is not bounded."""
+def flex_start_max_wait(job: CustomJob, attempt: Attempt | None = None) -> timedelta | None:
+    """How long a FLEX_START job may wait for machines; None when it is not bounded.
+
+    The placement the ledger recorded for ``attempt`` (what we asked for) comes first; the
+    listed job only when the attempt has no readable placement (an older record). The job
+    alone is not to be trusted for "wait forever": a zero Duration is the proto default, which
+    a service may drop from its answer or fill with its own default of one day, and then the
+    watchdog would cancel a job meant to wait forever after a day.
+    """
+    known, recorded = _recorded_max_wait(attempt)
+    if known:
+        return recorded
     scheduling = job.job_spec.scheduling
     if scheduling.strategy != Scheduling.Strategy.FLEX_START:
         return None  # a persistent resource's queue has no max wait of its own
@@ -233,6 +252,26 @@ def flex_start_max_wait(job: CustomJob) -> timedelta | None:
         return FLEX_START_DEFAULT_MAX_WAIT
     max_wait: timedelta = scheduling.max_wait_duration
     return max_wait if max_wait > timedelta(0) else None  # 0 waits forever
+
+
+def _recorded_max_wait(attempt: Attempt | None) -> tuple[bool, timedelta | None]:
+    """(whether the ledger says, the max wait) of ``attempt``'s recorded placement
+    (``shared.records.placement_record``: ``{"flex_start": {"max_wait": "7200s", ...}}`` or
+    ``{"persistent_resource": ...}``); the max wait is None when it waits forever ("0s") or the
+    placement is not FLEX_START."""
+    placement = attempt.placement if attempt is not None else None
+    if not placement:
+        return False, None
+    if "persistent_resource" in placement:
+        return True, None
+    flex = placement.get("flex_start")
+    if not isinstance(flex, Mapping) or "max_wait" not in flex:
+        return False, None
+    try:
+        max_wait = parse_duration(flex["max_wait"])
+    except ValueError:
+        return False, None
+    return True, (max_wait if max_wait > timedelta(0) else None)  # 0 waits forever
 
 
 def age_text(delta: timedelta) -> str:

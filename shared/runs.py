@@ -34,6 +34,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from shared.errors import PermanentError, TransientError
+from shared.outcomes import is_terminal as is_terminal_job_state
 
 INTENT_STATE = "INTENT"
 """An attempt's state between its claim and the moment its job is known."""
@@ -177,7 +178,11 @@ def with_job(
     state: str,
     error: Mapping[str, Any] | None = None,
 ) -> Run:
-    """``run`` with attempt ``attempt_number``'s job and state; SUBMITTING becomes SUBMITTED."""
+    """``run`` with attempt ``attempt_number``'s job and state; SUBMITTING becomes SUBMITTED.
+
+    A live state of an attempt whose job is known to have ended (its state is terminal, or its
+    end is decided) is older news and leaves ``run`` unchanged: see ``_is_older_news``.
+    """
     attempt = run.attempt(attempt_number)
     if attempt is None:
         raise InvalidTransition(
@@ -189,6 +194,8 @@ def with_job(
             f"run {run.run_id} attempt {attempt_number} already has job {attempt.job_name}; "
             f"{job_name} would be a second job for one attempt: cancel one of them"
         )
+    if _is_older_news(attempt, state):
+        return run
     updated = replace(
         attempt, job_name=job_name, state=state, error=error if error else attempt.error
     )
@@ -201,12 +208,17 @@ def with_job(
 def with_attempt_state(
     run: Run, attempt_number: int, state: str, error: Mapping[str, Any] | None
 ) -> Run:
-    """``run`` with attempt ``attempt_number``'s state (and error) replaced; its job unchanged."""
+    """``run`` with attempt ``attempt_number``'s state (and error) replaced; its job unchanged.
+
+    Like ``with_job``, a live state never replaces an ended or decided attempt's state.
+    """
     attempt = run.attempt(attempt_number)
     if attempt is None:
         raise InvalidTransition(
             f"run {run.run_id} has no attempt {attempt_number}: claim the attempt first"
         )
+    if _is_older_news(attempt, state):
+        return run
     updated = replace(attempt, state=state, error=error if error else attempt.error)
     return replace(
         run, attempts=tuple(updated if a.number == attempt_number else a for a in run.attempts)
@@ -265,11 +277,16 @@ def with_observed_state(
 
     A job of the last attempt that runs makes the run RUNNING; one that waits for machines keeps
     it SUBMITTED. A run already decided (waiting for a retry, or final) keeps its status: an
-    older, slower hint cannot move it back.
+    older, slower hint cannot move it back. Nor can it move the attempt back: once the attempt's
+    job is known to have ended, a live state (a listing made before the end, applied after the
+    end was decided) leaves ``run`` unchanged, so the ledger writes nothing.
     """
     recorded = with_job(run, attempt_number, job_name, state, error)
-    if attempt_number != recorded.attempts[-1].number:
-        return recorded
+    attempt = run.attempt(attempt_number)
+    if attempt_number != recorded.attempts[-1].number or (
+        attempt is not None and _is_older_news(attempt, state)
+    ):
+        return recorded  # the run follows only its last attempt's job, and only forward
     status = _STATUS_OF_LIVE_JOB_STATE.get(state)
     if status is None or recorded.status not in _LIVE_STATUSES:
         return recorded
@@ -290,9 +307,16 @@ class AttemptOutcome:
 
 
 def with_decision(run: Run, outcome: AttemptOutcome) -> Run:
-    """``run`` with ``outcome`` recorded; unchanged if that attempt already has its decision."""
+    """``run`` with ``outcome`` recorded; unchanged if that attempt already has its decision.
+
+    One repair: a decided attempt whose recorded state is live (a stale state written over its
+    end before ``with_job`` refused that) gets the outcome's terminal state back, its decision and
+    the run's status untouched; otherwise every reconcile tick would see a change, forever.
+    """
     attempt = run.attempt(outcome.attempt)
     if attempt is not None and attempt.decision is not None:
+        if attempt.job_name == outcome.job_name and not is_terminal_job_state(attempt.state):
+            return with_job(run, outcome.attempt, outcome.job_name, outcome.state, outcome.error)
         return run
     recorded = with_job(run, outcome.attempt, outcome.job_name, outcome.state, outcome.error)
     attempts = tuple(
@@ -322,6 +346,19 @@ _STATUS_OF_LIVE_JOB_STATE: dict[str, RunStatus] = {
     "JOB_STATE_RUNNING": RunStatus.RUNNING,
 }
 _LIVE_STATUSES = frozenset({RunStatus.SUBMITTING, RunStatus.SUBMITTED, RunStatus.RUNNING})
+
+
+def _is_older_news(attempt: Attempt, state: str) -> bool:
+    """Whether ``state``, a live one, was seen before what ``attempt`` already records.
+
+    A job's states only move forward and a terminal one is final, so once the attempt records a
+    terminal state, or its end is decided, a live state can only be an observation made earlier
+    and applied later (a reconcile listing, a slow hint, a create's answer): it must not replace
+    the end, or the reconciler would see a "change" on every tick and decide again.
+    """
+    if is_terminal_job_state(state):
+        return False
+    return attempt.decision is not None or is_terminal_job_state(attempt.state)
 
 
 def _refuse_if_terminal(run: Run, action: str) -> None:

@@ -56,9 +56,10 @@ def run(status: RunStatus, *attempts: Attempt) -> Run:
 
 
 ONE_QUEUED = run(RunStatus.SUBMITTED, attempt(1, JOB_1, "JOB_STATE_QUEUED"))
-FIRST_FAILED_SECOND_QUEUED = run(
+# An older attempt whose job has not ended (a FAILED one keeps its end: test_stale_job_states).
+FIRST_PENDING_SECOND_QUEUED = run(
     RunStatus.SUBMITTED,
-    attempt(1, JOB_1, "JOB_STATE_FAILED"),
+    attempt(1, JOB_1, "JOB_STATE_PENDING"),
     attempt(2, JOB_2, "JOB_STATE_QUEUED"),
 )
 
@@ -81,7 +82,7 @@ FIRST_FAILED_SECOND_QUEUED = run(
             id="the job of an intent",
         ),
         pytest.param(
-            FIRST_FAILED_SECOND_QUEUED,
+            FIRST_PENDING_SECOND_QUEUED,
             1,
             JOB_1,
             "JOB_STATE_RUNNING",

@@ -20,6 +20,7 @@ from shared.reconcile_plan import (
     StateChange,
     StuckIntent,
     TickPlan,
+    flex_start_max_wait,
     list_filter,
     plan_listings,
     plan_tick,
@@ -230,70 +231,147 @@ def test_plan_tick(the_run: Run, jobs: tuple[CustomJob, ...], expected: TickPlan
     assert tick(the_run, jobs=jobs) == expected
 
 
+FLEX_FOREVER = {"flex_start": {"max_wait": "0s"}}
+FLEX_6H_EAST = {"flex_start": {"max_wait": "21600s", "region": "us-east4"}}
+NOT_RECORDED: dict[str, Any] = {}  # an attempt stored before placements were recorded
+
+
+def overdue_by(hours: float, limit: timedelta, state: str = "JOB_STATE_QUEUED") -> OverdueWait:
+    return OverdueWait(RUN_ID, job_name(1), state, timedelta(hours=hours), limit)
+
+
+LIMIT_2H = timedelta(hours=2, minutes=30)  # the recorded 2 h max wait plus the grace
+
+
 @pytest.mark.parametrize(
-    ("job", "overdue"),
+    ("placement", "job", "overdue"),
     [
         pytest.param(
+            FLEX_2H,
             listed(1, "JOB_STATE_QUEUED", age=timedelta(hours=3)),
-            OverdueWait(
-                RUN_ID,
-                job_name(1),
-                "JOB_STATE_QUEUED",
-                timedelta(hours=3),
-                timedelta(hours=2, minutes=30),
-            ),
+            overdue_by(3, LIMIT_2H),
             id="queued-past-max-wait-and-grace",
         ),
         pytest.param(
+            FLEX_2H,
             listed(1, "JOB_STATE_PENDING", age=timedelta(hours=3)),
-            OverdueWait(
-                RUN_ID,
-                job_name(1),
-                "JOB_STATE_PENDING",
-                timedelta(hours=3),
-                timedelta(hours=2, minutes=30),
-            ),
+            overdue_by(3, LIMIT_2H, "JOB_STATE_PENDING"),
             id="pending-past-max-wait-and-grace",
         ),
         pytest.param(
+            FLEX_2H,
             listed(1, "JOB_STATE_QUEUED", age=timedelta(hours=2, minutes=20)),
             None,
             id="within-the-grace",
         ),
         pytest.param(
+            FLEX_FOREVER,
             listed(1, "JOB_STATE_QUEUED", age=timedelta(days=3), max_wait="0s"),
             None,
             id="max-wait-0-waits-forever",
         ),
+        # The ledger's placement is what we asked for; the listed job may not say it.
         pytest.param(
+            FLEX_FOREVER,
+            listed(1, "JOB_STATE_QUEUED", age=timedelta(days=3), max_wait=None),
+            None,
+            id="recorded-0-wins-over-a-zero-the-service-dropped",
+        ),
+        pytest.param(
+            FLEX_FOREVER,
+            listed(1, "JOB_STATE_QUEUED", age=timedelta(days=3), max_wait="86400s"),
+            None,
+            id="recorded-0-wins-over-a-default-the-service-filled-in",
+        ),
+        pytest.param(
+            FLEX_2H,
+            listed(1, "JOB_STATE_QUEUED", age=timedelta(hours=3), max_wait="21600s"),
+            overdue_by(3, LIMIT_2H),
+            id="recorded-2h-wins-over-the-jobs-6h",
+        ),
+        pytest.param(
+            FLEX_6H_EAST,
+            listed(1, "JOB_STATE_QUEUED", age=timedelta(hours=3)),
+            None,
+            id="recorded-6h-wins-over-the-jobs-2h",
+        ),
+        pytest.param(
+            NOT_RECORDED,
+            listed(1, "JOB_STATE_QUEUED", age=timedelta(hours=3)),
+            overdue_by(3, LIMIT_2H),
+            id="no-recorded-placement-falls-back-to-the-job",
+        ),
+        pytest.param(
+            {"flex_start": {"max_wait": "soon"}},
+            listed(1, "JOB_STATE_QUEUED", age=timedelta(hours=3)),
+            overdue_by(3, LIMIT_2H),
+            id="unreadable-recorded-max-wait-falls-back-to-the-job",
+        ),
+        pytest.param(
+            NOT_RECORDED,
             listed(1, "JOB_STATE_QUEUED", age=timedelta(days=1, minutes=31), max_wait=None),
-            OverdueWait(
-                RUN_ID,
-                job_name(1),
-                "JOB_STATE_QUEUED",
-                timedelta(days=1, minutes=31),
-                timedelta(days=1, minutes=30),
-            ),
+            overdue_by(24 + 31 / 60, timedelta(days=1, minutes=30)),
             id="unset-max-wait-is-vertex-default-1-day",
         ),
         pytest.param(
+            NOT_RECORDED,
+            listed(1, "JOB_STATE_QUEUED", age=timedelta(days=3), max_wait="0s"),
+            None,
+            id="no-recorded-placement-job-says-0",
+        ),
+        pytest.param(
+            POOL,
             listed(1, "JOB_STATE_QUEUED", age=timedelta(days=3), strategy="STRATEGY_UNSPECIFIED"),
             None,
             id="persistent-resource-queue-has-no-max-wait",
         ),
         pytest.param(
+            NOT_RECORDED,
+            listed(1, "JOB_STATE_QUEUED", age=timedelta(days=3), strategy="STRATEGY_UNSPECIFIED"),
+            None,
+            id="no-recorded-placement-not-flex-start",
+        ),
+        pytest.param(
+            FLEX_2H,
             listed(1, "JOB_STATE_RUNNING", age=timedelta(days=3)),
             None,
             id="running-is-not-waiting",
         ),
     ],
 )
-def test_watchdog(job: CustomJob, overdue: OverdueWait | None) -> None:
-    state = job.state.name
-    plan = tick(run(RunStatus.SUBMITTED, attempt(job=1, state=state)), jobs=(job,))
+def test_watchdog(placement: dict[str, Any], job: CustomJob, overdue: OverdueWait | None) -> None:
+    recorded = replace(attempt(job=1, state=job.state.name), placement=placement)
+    plan = tick(run(RunStatus.SUBMITTED, recorded), jobs=(job,))
 
     assert plan.overdue == ((overdue,) if overdue else ())
     assert plan.changes == ()
+
+
+@pytest.mark.parametrize(
+    ("placement", "job_max_wait", "expected"),
+    [
+        (FLEX_2H, None, timedelta(hours=2)),
+        (FLEX_FOREVER, None, None),
+        (FLEX_FOREVER, "86400s", None),
+        (POOL, "7200s", None),
+        (NOT_RECORDED, "7200s", timedelta(hours=2)),
+        (NOT_RECORDED, None, timedelta(days=1)),
+        (NOT_RECORDED, "0s", None),
+    ],
+)
+def test_flex_start_max_wait_prefers_the_recorded_placement(
+    placement: dict[str, Any], job_max_wait: str | None, expected: timedelta | None
+) -> None:
+    recorded = replace(attempt(job=1), placement=placement)
+    job = listed(1, "JOB_STATE_QUEUED", max_wait=job_max_wait)
+
+    assert flex_start_max_wait(job, recorded) == expected
+
+
+def test_flex_start_max_wait_without_an_attempt_reads_the_job() -> None:
+    assert flex_start_max_wait(listed(1, "JOB_STATE_QUEUED", max_wait="3600s")) == timedelta(
+        hours=1
+    )
 
 
 def test_a_parent_that_could_not_be_listed_is_left_for_the_next_tick() -> None:

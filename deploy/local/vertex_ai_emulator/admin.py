@@ -1,8 +1,8 @@
 """The admin API under `/emulator/v1/` on the REST port: what tests use to steer the emulator.
 
 Health, the request log, reset, the core's state, capacity, persistent resources, outcome rules,
-the simulated clock and fault rules; JSON in and out. Admin calls are never recorded in the request
-log, which holds the Vertex AI calls only. Every endpoint is documented in
+the simulated clock, timings and fault rules; JSON in and out. Admin calls are never recorded in
+the request log, which holds the Vertex AI calls only. Every endpoint is documented in
 docs/vertex-ai-emulator.md.
 """
 
@@ -51,6 +51,8 @@ class AdminApi:
             ("DELETE", "outcomes"): self._clear_outcome_rules,
             ("GET", "clock"): self._clock,
             ("POST", "clock:advance"): self._advance_clock,
+            ("GET", "timings"): self._timings,
+            ("PUT", "timings"): self._set_timings,
             ("GET", "faults"): self._list_faults,
             ("POST", "faults"): self._add_fault,
             ("DELETE", "faults"): self._clear_faults,
@@ -123,6 +125,12 @@ class AdminApi:
             raise invalid_argument(f"the clock only moves forward; got seconds={seconds}")
         self._emulator.advance_clock(seconds)
         return self._clock(query, body)
+
+    def _timings(self, query: Query, body: Any) -> dict[str, Any]:
+        return self._emulator.timings()
+
+    def _set_timings(self, query: Query, body: Any) -> dict[str, Any]:
+        return self._emulator.set_timings(_require_object(body))
 
     def _list_faults(self, query: Query, body: Any) -> dict[str, Any]:
         return {"faults": [rule.to_dict() for rule in self._dispatcher.faults.rules()]}

@@ -8,9 +8,11 @@ method first brings the simulation up to `clock.now()`; every error is an Emulat
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import threading
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -21,7 +23,7 @@ from google.protobuf import empty_pb2
 from vertex_ai_emulator.capacity import GpuCapacity
 from vertex_ai_emulator.checks import check_new_job
 from vertex_ai_emulator.clock import SimulatedClock
-from vertex_ai_emulator.config import EmulatorConfig
+from vertex_ai_emulator.config import EmulatorConfig, timings_from_dict
 from vertex_ai_emulator.errors import ConfigError, failed_precondition, invalid_argument, not_found
 from vertex_ai_emulator.filters import parse_filter
 from vertex_ai_emulator.names import (
@@ -262,6 +264,24 @@ class Emulator:
         with self._lock:
             self._catch_up()
             self._outcome_rules.clear()
+
+    def set_timings(self, changes: Mapping[str, Any]) -> dict[str, float]:
+        """Change the timings ``changes`` names (config keys and durations) until the next
+        reset; they apply to state changes scheduled from now on. Returns every timing, in
+        seconds."""
+        with self._lock:
+            self._catch_up()
+            try:
+                timings = timings_from_dict(changes, base=self._simulation.timings)
+            except ConfigError as error:
+                raise invalid_argument(str(error)) from None
+            self._simulation.timings = timings
+            return dataclasses.asdict(timings)
+
+    def timings(self) -> dict[str, float]:
+        """Every timing in force, in seconds."""
+        with self._lock:
+            return dataclasses.asdict(self._simulation.timings)
 
     def advance_clock(self, seconds: float) -> None:
         """Move simulated time forward and play every event on the way."""

@@ -16,6 +16,8 @@ Lifecycle (create returns QUEUED; admission happens at the creation instant, on 
   `timings.provisioning`, then FAILED with a stockout (code 8). It never waits for capacity.
 - RUNNING lasts the chosen outcome's duration, then SUCCEEDED or FAILED (see outcomes.py).
 - cancel: CANCELLING now, CANCELLED `timings.cancel` later (code 1).
+- a FAILED job's `error` is set `timings.error_delay` after the end (0: with the state), as the
+  real service sets it about a minute later; until then the job is FAILED with no error.
 A job holds its GPUs (or pool replicas) from the start of PENDING until it ends.
 """
 
@@ -63,6 +65,7 @@ class EventKind(IntEnum):
     ADMIT = 3
     PROVISIONED = 4
     WAIT_EXPIRED = 5
+    ERROR_SET = 6
 
 
 # The state a job must still be in for its event to apply.
@@ -72,6 +75,7 @@ STATE_EXPECTED_BY_EVENT: dict[EventKind, JobState] = {
     EventKind.RUN_ENDED: JobState.JOB_STATE_RUNNING,
     EventKind.WAIT_EXPIRED: JobState.JOB_STATE_QUEUED,
     EventKind.CANCEL_DONE: JobState.JOB_STATE_CANCELLING,
+    EventKind.ERROR_SET: JobState.JOB_STATE_FAILED,
 }
 
 
@@ -98,6 +102,7 @@ class SimulatedJob:
     persistent_resource: str | None = None
     pool_demand: dict[str, int] = field(default_factory=dict)
     max_wait_seconds: float | None = None  # FLEX_START only; None waits forever
+    pending_error: status_pb2.Status | None = None  # set on the job at its ERROR_SET event
 
     @property
     def key(self) -> str:
@@ -147,6 +152,15 @@ class Simulation:
                 EventKind.CAPACITY_CHANGE,
                 capacity_change=change,
             )
+
+    @property
+    def timings(self) -> Timings:
+        """How long state changes take; a change applies to the events scheduled after it."""
+        return self._timings
+
+    @timings.setter
+    def timings(self, timings: Timings) -> None:
+        self._timings = timings
 
     def advance_to(self, moment: datetime) -> None:
         """Handle every event due at or before `moment`, in order; then `now` is `moment`."""
@@ -218,6 +232,7 @@ class Simulation:
             EventKind.RUN_ENDED: self._run_ended,
             EventKind.WAIT_EXPIRED: self._wait_expired,
             EventKind.CANCEL_DONE: self._cancel_done,
+            EventKind.ERROR_SET: self._error_set,
         }
         handlers[event.kind](self.jobs[event.job_key])
 
@@ -275,6 +290,12 @@ class Simulation:
 
     def _cancel_done(self, simulated: SimulatedJob) -> None:
         self._end(simulated, JobState.JOB_STATE_CANCELLED, failures.cancelled())
+
+    def _error_set(self, simulated: SimulatedJob) -> None:
+        if simulated.pending_error is not None:
+            simulated.job.error = simulated.pending_error
+            simulated.pending_error = None
+            simulated.job.update_time = self.now
 
     # -- capacity -------------------------------------------------------------------------
 
@@ -341,7 +362,12 @@ class Simulation:
     ) -> None:
         self._capacity.release(simulated.key)
         self._resources.release(simulated.key)
-        if error is not None:
+        delay = self._timings.error_delay
+        if error is not None and state == JobState.JOB_STATE_FAILED and delay > 0:
+            # The real service sets a failed job's error about a minute after its end.
+            simulated.pending_error = error
+            self._schedule(self.now + timedelta(seconds=delay), EventKind.ERROR_SET, simulated.key)
+        elif error is not None:
             simulated.job.error = error
         self._set_state(simulated, state)
 

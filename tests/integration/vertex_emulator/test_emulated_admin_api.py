@@ -50,6 +50,9 @@ def test_reset_forgets_jobs_faults_and_requests(job_client, admin):
         ("POST", "faults", {"method": "DeleteEverything", "code": "UNAVAILABLE"}, 400),
         ("POST", "outcomes", {"result": "exploded"}, 400),
         ("PUT", "persistentResources", {"name": "x", "bogus": 1}, 400),
+        ("PUT", "timings", {"boot": "1s"}, 400),
+        ("PUT", "timings", {"error_delay": "soon"}, 400),
+        ("PUT", "timings", ["error_delay"], 400),
     ],
 )
 def test_bad_admin_calls_are_refused_in_the_google_error_shape(

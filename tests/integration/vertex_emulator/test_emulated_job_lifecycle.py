@@ -61,6 +61,32 @@ def test_a_flex_start_job_whose_wait_expires_fails_with_resource_exhausted(job_c
     assert expired.error.code == RESOURCE_EXHAUSTED
 
 
+def test_with_an_error_delay_a_failed_job_has_no_error_at_first(job_client, admin):
+    """As the real service: the error is set about a minute after the end (timings.error_delay,
+    here set at run time through the admin API, until the next reset)."""
+    timings = admin.call("PUT", "timings", {"error_delay": "60s"})
+    assert timings["error_delay"] == 60
+    assert admin.call("GET", "timings") == timings
+    job = job_client.create_custom_job(
+        parent=PARENT, custom_job=flex_start_job(max_wait_seconds=1800)
+    )
+    admin.advance_clock(1800)
+
+    expired = job_client.get_custom_job(name=job.name)
+    assert expired.state == JobState.JOB_STATE_FAILED
+    assert (expired.error.code, expired.error.message) == (0, "")
+    listed = next(iter(job_client.list_custom_jobs(parent=PARENT)))
+    assert (listed.state, listed.error.code) == (JobState.JOB_STATE_FAILED, 0)
+
+    admin.advance_clock(60)
+    settled = job_client.get_custom_job(name=job.name)
+    assert settled.error.code == RESOURCE_EXHAUSTED
+    assert settled.update_time > settled.end_time == expired.end_time
+
+    admin.call("POST", "reset")
+    assert admin.call("GET", "timings")["error_delay"] == 0
+
+
 def test_a_job_on_a_persistent_resource_uses_a_replica_while_it_runs(
     job_client, resource_client, admin
 ):

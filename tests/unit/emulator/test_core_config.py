@@ -27,6 +27,7 @@ def test_example_config_loads_and_drives_an_emulator() -> None:
         7200, "us-central1", "NVIDIA_H100_80GB", 16
     )
     assert (config.timings.provisioning, config.timings.persistent_start) == (120, 5)
+    assert config.timings.error_delay == 60
     assert config.outcome_rules[0].outcome.result == Result.USER_ERROR
     assert config.default_outcome.duration_seconds == 600
     assert config.time_scale == 60
@@ -84,6 +85,7 @@ def test_empty_file_is_the_default_config(tmp_path: Path) -> None:
         ),
         ({"timings": {"provisioning": "fast"}}, "timings.provisioning"),
         ({"timings": {"boot": "1s"}}, "timings: unknown key(s) boot"),
+        ({"timings": {"error_delay": "a minute"}}, "timings.error_delay"),
         ({"outcome_rules": [{"result": "maybe"}]}, "outcome_rules[0].result"),
         ({"outcome_rules": [{"times": 0}]}, "outcome_rules[0].times"),
         ({"outcome_rules": [{"display_name": "("}]}, "outcome_rules[0].display_name"),

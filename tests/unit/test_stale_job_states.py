@@ -1,0 +1,269 @@
+"""A live job state seen too late never replaces what the ledger knows is later (shared.runs,
+shared.reconcile_plan).
+
+A reconcile listing made before a job ended may be applied after ``on_job_event`` decided its end
+(and a create's answer, QUEUED, may be recorded after a fast hint decided the job). Job states
+only move forward: once an attempt's recorded state is terminal, or its end is decided, a live
+(non-terminal) observation is older news. The transitions return the run unchanged (so the
+ledger writes nothing), and the reconciler's plan sees no change to apply.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from google.cloud.aiplatform_v1 import CustomJob
+
+from shared.config.model import FlexStartPlacement, Template
+from shared.reconcile_plan import StateChange, plan_tick
+from shared.runs import (
+    CREATE_FAILED_STATE,
+    INTENT_STATE,
+    Attempt,
+    AttemptOutcome,
+    InvalidTransition,
+    RetryPlan,
+    Run,
+    RunStatus,
+    with_attempt_state,
+    with_decision,
+    with_job,
+    with_observed_state,
+)
+
+T0 = datetime(2026, 12, 1, 2, 0, tzinfo=UTC)
+PARENT = "projects/local-project/locations/us-central1"
+JOB_1 = f"{PARENT}/customJobs/1000000000000000001"
+JOB_2 = f"{PARENT}/customJobs/1000000000000000002"
+RUN_ID = "r-0123456789abcdef01234567"
+ERROR = {"code": 13, "message": "Internal error occurred", "class": "infrastructure"}
+DECISION = {"outcome": "infrastructure", "alert": None, "complete": False}
+BACKOFF = RetryPlan(T0, 2, 0, "infrastructure")
+GRACE = timedelta(minutes=30)
+
+
+def attempt(
+    number: int,
+    state: str,
+    *,
+    job: str | None = JOB_1,
+    decision: dict[str, Any] | None = None,
+    error: dict[str, Any] | None = None,
+) -> Attempt:
+    return Attempt(
+        number=number,
+        placement={"flex_start": {"max_wait": "3600s"}},
+        region="us-central1",
+        parent=PARENT,
+        intent_at=T0,
+        job_name=job,
+        state=state,
+        error=error,
+        decision=decision,
+    )
+
+
+def run(status: RunStatus, *attempts: Attempt, next_retry: RetryPlan | None = None) -> Run:
+    return Run(
+        run_id=RUN_ID,
+        run_key="request-key:stale",
+        route="on-request",
+        template="flex",
+        trigger={"kind": "JobRequest"},
+        status=status,
+        attempts=attempts,
+        next_retry=next_retry,
+    )
+
+
+# The runs as they stand when the stale observation arrives.
+DECIDED_WAITING = run(
+    RunStatus.WAITING_RETRY,
+    attempt(1, "JOB_STATE_FAILED", decision=DECISION, error=ERROR),
+    next_retry=BACKOFF,
+)
+DECIDED_SUCCEEDED = run(
+    RunStatus.SUCCEEDED,
+    attempt(1, "JOB_STATE_SUCCEEDED", decision={"outcome": "succeeded", "alert": None}),
+)
+ENDED_UNDECIDED = run(RunStatus.CANCELLED, attempt(1, "JOB_STATE_CANCELLED"))  # a final run
+END_NOT_YET_DECIDED = run(RunStatus.RUNNING, attempt(1, "JOB_STATE_FAILED"))  # the tick decides
+OLDER_ENDED = run(
+    RunStatus.SUBMITTED,
+    attempt(1, "JOB_STATE_FAILED", decision=DECISION),
+    attempt(2, "JOB_STATE_QUEUED", job=JOB_2),
+)
+
+Observe = Callable[[Run], Run]
+
+
+def observed(number: int, state: str, job: str = JOB_1) -> Observe:
+    return lambda r: with_observed_state(r, number, job, state)
+
+
+def recorded_job(number: int, state: str, job: str = JOB_1) -> Observe:
+    """What dispatch's ``record_job`` applies: the create's answer, e.g. QUEUED."""
+    return lambda r: with_job(r, number, job, state)
+
+
+def create_failed(number: int) -> Observe:
+    """What ``mark_create_failed`` applies when the create call's answer was lost."""
+    return lambda r: with_attempt_state(r, number, CREATE_FAILED_STATE, {"code": 4})
+
+
+@pytest.mark.parametrize(
+    ("before", "change"),
+    [
+        pytest.param(
+            DECIDED_WAITING, observed(1, "JOB_STATE_RUNNING"), id="listing-before-the-end"
+        ),
+        pytest.param(DECIDED_WAITING, observed(1, "JOB_STATE_PENDING"), id="pending-after-end"),
+        pytest.param(DECIDED_SUCCEEDED, observed(1, "JOB_STATE_RUNNING"), id="after-success"),
+        pytest.param(
+            ENDED_UNDECIDED, observed(1, "JOB_STATE_CANCELLING"), id="terminal-not-decided"
+        ),
+        pytest.param(OLDER_ENDED, observed(1, "JOB_STATE_RUNNING"), id="older-attempt-ended"),
+        pytest.param(
+            END_NOT_YET_DECIDED, observed(1, "JOB_STATE_QUEUED"), id="live-run-ended-attempt"
+        ),
+        pytest.param(
+            DECIDED_WAITING, recorded_job(1, "JOB_STATE_QUEUED"), id="create-answer-after-hint"
+        ),
+        pytest.param(DECIDED_WAITING, create_failed(1), id="create-failed-after-hint"),
+    ],
+)
+def test_a_live_state_never_replaces_a_later_one(before: Run, change: Observe) -> None:
+    # Unchanged (equal) is what makes the ledger's compare-and-set loop skip the write.
+    assert change(before) == before
+
+
+@pytest.mark.parametrize(
+    ("before", "change", "number", "state", "status"),
+    [
+        pytest.param(
+            run(RunStatus.SUBMITTED, attempt(1, "JOB_STATE_QUEUED")),
+            observed(1, "JOB_STATE_RUNNING"),
+            1,
+            "JOB_STATE_RUNNING",
+            RunStatus.RUNNING,
+            id="live-moves-forward",
+        ),
+        pytest.param(
+            run(RunStatus.SUBMITTING, attempt(1, INTENT_STATE, job=None)),
+            recorded_job(1, "JOB_STATE_QUEUED"),
+            1,
+            "JOB_STATE_QUEUED",
+            RunStatus.SUBMITTED,
+            id="the-job-of-an-intent",
+        ),
+        pytest.param(
+            run(RunStatus.SUBMITTING, attempt(1, INTENT_STATE, job=None)),
+            create_failed(1),
+            1,
+            CREATE_FAILED_STATE,
+            RunStatus.SUBMITTING,
+            id="an-intent-whose-create-failed",
+        ),
+        pytest.param(
+            OLDER_ENDED,
+            observed(2, "JOB_STATE_RUNNING", JOB_2),
+            2,
+            "JOB_STATE_RUNNING",
+            RunStatus.RUNNING,
+            id="the-last-attempt-runs",
+        ),
+        pytest.param(
+            run(RunStatus.RUNNING, attempt(1, "JOB_STATE_RUNNING")),
+            observed(1, "JOB_STATE_FAILED"),
+            1,
+            "JOB_STATE_FAILED",
+            RunStatus.RUNNING,
+            id="a-terminal-state-is-recorded",
+        ),
+    ],
+)
+def test_a_newer_state_is_still_recorded(
+    before: Run, change: Observe, number: int, state: str, status: RunStatus
+) -> None:
+    after = change(before)
+    recorded = after.attempt(number)
+    assert recorded is not None
+    assert (recorded.state, after.status) == (state, status)
+
+
+def test_a_stale_state_of_another_job_is_still_refused() -> None:
+    with pytest.raises(InvalidTransition):
+        with_observed_state(DECIDED_WAITING, 1, JOB_2, "JOB_STATE_RUNNING")
+
+
+def outcome() -> AttemptOutcome:
+    return AttemptOutcome(
+        attempt=1,
+        job_name=JOB_1,
+        state="JOB_STATE_FAILED",
+        error=ERROR,
+        decision={"outcome": "other", "alert": None, "complete": False},
+        status=RunStatus.FAILED,
+    )
+
+
+def test_a_decided_attempt_whose_state_was_overwritten_gets_its_end_back() -> None:
+    # A ledger written before stale states were refused: decided, but the state says RUNNING.
+    damaged = replace(
+        DECIDED_WAITING, attempts=(replace(DECIDED_WAITING.attempts[0], state="JOB_STATE_RUNNING"),)
+    )
+
+    repaired = with_decision(damaged, outcome())
+
+    assert repaired == DECIDED_WAITING  # the end restored; the first decision and status kept
+    assert with_decision(repaired, outcome()) == repaired  # and from then on nothing changes
+
+
+# The reconciler's view: a listing that shows an older live state is not a change to apply.
+
+TEMPLATE = Template(
+    name="flex",
+    display_name="flex-{run_id}",
+    job_spec={},
+    placements=(FlexStartPlacement(max_wait=timedelta(hours=1)),),
+)
+
+
+def listed(state: str) -> CustomJob:
+    return CustomJob(name=JOB_1, state=state, labels={"vd-run": RUN_ID, "vd-attempt": "1"})
+
+
+@pytest.mark.parametrize(
+    ("the_run", "state", "changed"),
+    [
+        pytest.param(DECIDED_WAITING, "JOB_STATE_RUNNING", False, id="decided-listed-running"),
+        pytest.param(DECIDED_SUCCEEDED, "JOB_STATE_PENDING", False, id="succeeded-listed-pending"),
+        pytest.param(ENDED_UNDECIDED, "JOB_STATE_RUNNING", False, id="ended-listed-running"),
+        pytest.param(DECIDED_WAITING, "JOB_STATE_FAILED", False, id="decided-listed-its-end"),
+        pytest.param(
+            replace(
+                DECIDED_WAITING,
+                attempts=(replace(DECIDED_WAITING.attempts[0], state="JOB_STATE_RUNNING"),),
+            ),
+            "JOB_STATE_FAILED",
+            True,  # a damaged ledger: applying the end repairs it, once
+            id="decided-state-overwritten-listed-its-end",
+        ),
+        pytest.param(
+            run(RunStatus.SUBMITTED, attempt(1, "JOB_STATE_QUEUED")),
+            "JOB_STATE_RUNNING",
+            True,
+            id="undecided-listed-running",
+        ),
+    ],
+)
+def test_the_tick_sees_no_change_in_an_older_live_state(
+    the_run: Run, state: str, changed: bool
+) -> None:
+    plan = plan_tick([the_run], {JOB_1: listed(state)}, {"flex": TEMPLATE}, now=T0, grace=GRACE)
+
+    assert plan.changes == ((StateChange(RUN_ID, JOB_1, state),) if changed else ())
