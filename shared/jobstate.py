@@ -107,7 +107,20 @@ def handle_job_event(
             error=str(error),
         )
         return JobStateResult(JobStateOutcome.MALFORMED, detail=str(error))
-    job = _read_job(hint, services)
+    try:
+        job = _read_job(hint, services)
+    except PermanentError as error:
+        # Refused, not missing (a job of another project, an id the service calls invalid):
+        # redelivery cannot change the answer. The reconciler still lists our own jobs.
+        log(
+            logger,
+            logging.ERROR,
+            "hinted job cannot be read",
+            job_id=hint.job_id,
+            project=hint.project,
+            error=str(error),
+        )
+        return JobStateResult(JobStateOutcome.REFUSED, detail=str(error))
     if job is None:
         log(
             logger,
@@ -121,7 +134,14 @@ def handle_job_event(
         return apply_job_state(job, services, rng or random.Random())
     except PermanentError as error:
         # Redelivery cannot fix it; the reconciler keeps seeing the run, and the log alerts.
-        log(logger, logging.CRITICAL, "job state not applied", job=job.name, error=str(error))
+        log(
+            logger,
+            logging.CRITICAL,
+            "job state not applied",
+            labels={"run_id": job.labels.get(RUN_LABEL, "")},
+            job=job.name,
+            error=str(error),
+        )
         return JobStateResult(JobStateOutcome.REFUSED, job_name=job.name, detail=str(error))
 
 
@@ -215,7 +235,8 @@ def candidate_regions(config: Config) -> list[str]:
 def _run_and_attempt(job: aiplatform_v1.CustomJob) -> tuple[str | None, int | None]:
     run_id = job.labels.get(RUN_LABEL)
     attempt = job.labels.get(ATTEMPT_LABEL, "")
-    return run_id, int(attempt) if attempt.isdigit() else None
+    # isascii: str.isdigit also accepts digits such as "²", which int() refuses.
+    return run_id, int(attempt) if attempt.isascii() and attempt.isdigit() else None
 
 
 def _already_recorded(attempt: Attempt, state: str) -> bool:

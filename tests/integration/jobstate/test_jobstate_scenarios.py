@@ -13,6 +13,7 @@ import random
 from collections.abc import Callable
 from dataclasses import replace
 
+import pytest
 from jobstate_test_support import (
     Subscription,
     VertexAdmin,
@@ -206,3 +207,18 @@ def test_an_infrastructure_failure_backs_off_then_succeeds(
     assert story.hint(2).outcome is JobStateOutcome.DECIDED
     assert story.run().status is RunStatus.SUCCEEDED
     assert story.alerts_sent() == []
+
+
+@pytest.mark.parametrize("code", ["PERMISSION_DENIED", "INVALID_ARGUMENT"])
+def test_a_hint_whose_job_the_service_refuses_to_read_is_acknowledged(
+    code: str, services: Services, vertex: VertexAdmin, rng: random.Random
+) -> None:
+    # A log entry about a job in another project, or an id the service calls invalid: the
+    # answer will not change on redelivery, so the hint is dropped (logged), not retried.
+    vertex.call("POST", "faults", {"method": "GetCustomJob", "code": code, "count": 1})
+    job_name = f"projects/{services.config.project}/locations/us-central1/customJobs/123456789"
+
+    result = handle_job_event(job_state_hint(job_name, "JOB_STATE_FAILED"), services, rng)
+
+    assert result.outcome is JobStateOutcome.REFUSED
+    assert code.split("_")[0].lower() in result.detail.lower()
