@@ -256,8 +256,8 @@ def _decidable(snapshot: RunSnapshot, attempt_number: int) -> bool:
 
 def classify_job(job: aiplatform_v1.CustomJob, run: Run, attempt: Attempt | None) -> Classification:
     """``outcomes.classify`` with what the ledger knows of the job: the FLEX_START max wait of
-    the attempt's recorded placement (before the job's own), and whether the reconciler's
-    watchdog asked for the job's cancel (then a CANCELLED job is our cancel, not an expiry)."""
+    the attempt's recorded placement (before the job's own), and whether we asked for the job's
+    cancel (an operator or the watchdog: then its end is our cancel, not an expiry)."""
     from shared.outcomes import classify
     from shared.reconcile import WatchdogReason
     from shared.reconcile_plan import flex_start_max_wait
@@ -265,7 +265,9 @@ def classify_job(job: aiplatform_v1.CustomJob, run: Run, attempt: Attempt | None
     return classify(
         job,
         max_wait=flex_start_max_wait(job, attempt),
-        cancel_requested=WatchdogReason.OVERDUE_WAIT in run.alerts,
+        cancel_requested=(attempt is not None and attempt.cancel_requested_at is not None)
+        # Runs cancelled by the watchdog before attempts recorded cancel requests.
+        or WatchdogReason.OVERDUE_WAIT in run.alerts,
     )
 
 

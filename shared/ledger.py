@@ -52,6 +52,7 @@ from shared.runs import (
     utc_now,
     with_alert,
     with_attempt_state,
+    with_cancel_requested,
     with_claimed_attempt,
     with_decision,
     with_job,
@@ -92,6 +93,7 @@ __all__ = [
     "utc_now",
     "with_alert",
     "with_attempt_state",
+    "with_cancel_requested",
     "with_claimed_attempt",
     "with_decision",
     "with_job",
@@ -247,6 +249,11 @@ class Ledger:
         """
         changed = with_status(current.run, RunStatus.WAITING_RETRY, next_retry)
         return self._write_if_unchanged(current, changed)
+
+    def record_cancel_requested(self, run_id: str, attempt_number: int) -> RunSnapshot:
+        """Note that the attempt's job was asked to cancel (call it after the cancel call)."""
+        at = self._clock()
+        return self._apply(run_id, lambda run: with_cancel_requested(run, attempt_number, at))[0]
 
     def reopen(self, run_id: str) -> RunSnapshot:
         """Reopen a failed, rejected or cancelled run for an operator's retry."""

@@ -249,6 +249,9 @@ def is_terminal(state: str | enum.Enum) -> bool:
     return name in TERMINAL_STATES
 
 
+CANCEL_REQUESTED_RULE = "cancel requested by us"
+
+
 def classify(
     job: aiplatform_v1.CustomJob,
     *,
@@ -258,10 +261,24 @@ def classify(
     """The outcome of a terminal ``job``; ``NotTerminal`` when it has not ended yet.
 
     ``max_wait`` is the job's FLEX_START max wait (None: not a FLEX_START job, or one that waits
-    forever); ``cancel_requested`` says we asked for the job's cancel (the watchdog did). With
-    them, a wait that ran out is capacity whatever the job's error says (``wait_ran_out``).
+    forever); ``cancel_requested`` says we asked for the job's cancel (an operator or the
+    watchdog): a FAILED or CANCELLED end is then CANCELLED. Otherwise a wait that ran out is
+    capacity whatever the job's error says (``wait_ran_out``).
     """
     state = job.state.name
+    if cancel_requested and state in (FAILED_STATE, CANCELLED_STATE):
+        # We asked for the cancel: a FAILED end (a container that exits non-zero on SIGTERM)
+        # is that cancel too, never a failure to retry. Vertex AI may still end it SUCCEEDED.
+        code, message = job.error.code, job.error.message
+        return Classification(
+            state=state,
+            succeeded=False,
+            failure=FailureClass.CANCELLED,
+            code=code or None,
+            message=message,
+            evidence=CANCEL_REQUESTED_RULE,
+            summary=_summary(state, FailureClass.CANCELLED, code, message),
+        )
     if is_terminal(state) and wait_ran_out(job, max_wait, cancel_requested=cancel_requested):
         code, message = job.error.code, job.error.message
         return Classification(

@@ -279,6 +279,12 @@ class _Tick:
         except DispatchError as error:
             self._failed(f"cancelling {waited.job_name}", error, run.run_id)
             return
+        last = run.last_attempt
+        if last is not None and last.job_name == waited.job_name:
+            try:  # so that however the job ends, its end is read as our cancel
+                self.services.ledger.record_cancel_requested(run.run_id, last.number)
+            except DispatchError as error:  # the alert below marks the cancel as ours too
+                self._failed(f"recording the cancel of {waited.job_name}", error, run.run_id)
         self._alert_once(
             run,
             WatchdogReason.OVERDUE_WAIT,

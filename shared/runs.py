@@ -16,7 +16,9 @@ The document (field names as stored)::
     status                             a RunStatus value
     attempts                           list of {number, placement (map), region, parent,
                                        intent_at, job_name (null until the job exists),
-                                       state, error (map or null), decision (map or null)}
+                                       state, error (map or null), decision (map or null),
+                                       cancel_requested_at (null, or when we asked Vertex AI
+                                       to cancel the job)}
     alerts                             list of alert reasons already sent
     notices                            list of other messages already published ("completion")
     next_retry                         null, or {at, attempt, placement_index, reason}: the
@@ -93,6 +95,10 @@ class Attempt:
     state: str = INTENT_STATE  # INTENT_STATE, then the job's JobState name
     error: Mapping[str, Any] | None = None  # e.g. {"code": 8, "message": ..., "class": ...}
     decision: Mapping[str, Any] | None = None  # set once, when the job's terminal state is decided
+    # Set when an operator or the watchdog asked for the job's cancel: however the job then
+    # ends short of success (CANCELLED, or FAILED when its code exits non-zero on SIGTERM), the
+    # end is our cancel, never a failure to retry.
+    cancel_requested_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -220,6 +226,22 @@ def with_attempt_state(
     if _is_older_news(attempt, state):
         return run
     updated = replace(attempt, state=state, error=error if error else attempt.error)
+    return replace(
+        run, attempts=tuple(updated if a.number == attempt_number else a for a in run.attempts)
+    )
+
+
+def with_cancel_requested(run: Run, attempt_number: int, at: datetime) -> Run:
+    """``run`` noting that the job of attempt ``attempt_number`` was asked to cancel at ``at``
+    (the first request counts)."""
+    attempt = run.attempt(attempt_number)
+    if attempt is None or attempt.job_name is None:
+        raise InvalidTransition(
+            f"run {run.run_id} has no job for attempt {attempt_number} to cancel"
+        )
+    if attempt.cancel_requested_at is not None:
+        return run
+    updated = replace(attempt, cancel_requested_at=at)
     return replace(
         run, attempts=tuple(updated if a.number == attempt_number else a for a in run.attempts)
     )
@@ -455,6 +477,7 @@ def _attempt_to_document(attempt: Attempt) -> dict[str, Any]:
         "state": attempt.state,
         "error": dict(attempt.error) if attempt.error else None,
         "decision": dict(attempt.decision) if attempt.decision else None,
+        "cancel_requested_at": attempt.cancel_requested_at,
     }
 
 
@@ -469,4 +492,5 @@ def _attempt_from_document(document: Mapping[str, Any]) -> Attempt:
         state=document.get("state", INTENT_STATE),
         error=document.get("error"),
         decision=document.get("decision"),
+        cancel_requested_at=document.get("cancel_requested_at"),
     )

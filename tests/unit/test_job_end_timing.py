@@ -151,7 +151,7 @@ MINUTE = timedelta(minutes=1)
             MAX_WAIT,
             True,
             FailureClass.CANCELLED,
-            "state cancelled",
+            "cancel requested by us",
             id="cancelled-by-our-watchdog",
         ),
         pytest.param(

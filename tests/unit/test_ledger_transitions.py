@@ -17,6 +17,7 @@ from shared.ledger import (
     run_from_document,
     run_to_document,
     with_alert,
+    with_cancel_requested,
     with_decision,
     with_notice,
     with_observed_state,
@@ -206,3 +207,16 @@ def test_a_notice_is_recorded_once() -> None:
     once = with_notice(ONE_QUEUED, "completion")
     assert once.notices == ("completion",)
     assert with_notice(once, "completion") is once
+
+
+def test_a_cancel_request_is_noted_once_on_the_attempt_with_a_job() -> None:
+    first, later = datetime(2026, 12, 2, 9, 0, tzinfo=UTC), datetime(2026, 12, 2, 9, 5, tzinfo=UTC)
+
+    noted = with_cancel_requested(ONE_QUEUED, 1, first)
+    again = with_cancel_requested(noted, 1, later)
+
+    assert noted.attempts[0].cancel_requested_at == first
+    assert again == noted  # the first request counts
+    assert run_from_document(run_to_document(noted)) == noted
+    with pytest.raises(InvalidTransition, match="no job for attempt 2"):
+        with_cancel_requested(ONE_QUEUED, 2, first)

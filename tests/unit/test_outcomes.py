@@ -388,3 +388,28 @@ def test_every_verdict_row_is_reached_by_some_test_case() -> None:
     reached |= {case.values[3] for case in EMULATOR_ERRORS}
 
     assert {row.rule for row in VERDICTS} <= reached
+
+
+@pytest.mark.parametrize(
+    ("state", "error", "failure"),
+    [
+        # A container that exits non-zero on SIGTERM ends FAILED: still our cancel.
+        ("JOB_STATE_FAILED", status_pb2.Status(code=3, message="exit status 143"), "cancelled"),
+        ("JOB_STATE_CANCELLED", status_pb2.Status(code=1, message="CANCELED"), "cancelled"),
+        ("JOB_STATE_FAILED", None, "cancelled"),
+        ("JOB_STATE_SUCCEEDED", None, None),  # the cancel came too late: it succeeded
+    ],
+)
+def test_a_job_we_asked_to_cancel_ends_cancelled_short_of_success(
+    state: str, error: status_pb2.Status | None, failure: str | None
+) -> None:
+    result = classify(_job(state, error), cancel_requested=True)
+
+    assert result.state == state
+    assert (result.failure.value if result.failure else None) == failure
+    assert result.succeeded is (failure is None)
+
+
+def test_a_failed_job_nobody_cancelled_is_a_failure() -> None:
+    error = status_pb2.Status(code=3, message="exit status 143")
+    assert classify(_job("JOB_STATE_FAILED", error)).failure is not FailureClass.CANCELLED

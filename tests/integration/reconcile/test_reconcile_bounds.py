@@ -104,6 +104,8 @@ def test_the_watchdog_cancels_a_job_waiting_past_its_max_wait_and_alerts_once(
     assert "cancelled it" in alert.body()["message"]
     assert second.alerts_sent == 0
     assert WatchdogReason.OVERDUE_WAIT.value in world.run(starved.run_id).alerts
+    # Noted on the attempt: however the job now ends, its end is read as our cancel.
+    assert world.run(starved.run_id).last_attempt.cancel_requested_at is not None
 
 
 def test_two_reconciles_at_once_make_no_duplicate_jobs_or_alerts(world: World) -> None:
