@@ -16,16 +16,24 @@ ledger:
 7. the config's scheduled retrain fires (the Scheduler stand-in).
 
 Then a summary. The checks look at the ledger, the topics and the Vertex AI request log.
+
+Ctrl-C, SIGTERM and SIGHUP all stop the demo the same way, at any point: the stack is stopped
+(every emulator's and function's process group) before the process exits. A signal's default
+action would end the process at once, leaving those groups running: neither ``with`` blocks nor
+``atexit`` handlers run then, and the groups are sessions of their own, out of the signal's reach.
 """
 
 from __future__ import annotations
 
 import json
+import signal
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from types import FrameType
+from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
     from emulator_stack.local_stack import LocalStack
@@ -39,6 +47,20 @@ BUCKET = "demo-datasets"
 SHARDS = 50
 REQUEST_ATTRIBUTES = {"kind": "train"}
 WAIT_SECONDS = 30.0  # per chapter, real time
+STOP_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class DemoStopped(KeyboardInterrupt):
+    """A stop signal arrived: raised in the main thread wherever it was, to unwind the stack.
+
+    A ``KeyboardInterrupt`` (not an ``Exception``), so that no chapter's error handling takes it
+    for a failed chapter and plays on.
+    """
+
+    def __init__(self, signal_number: int) -> None:
+        self.signal_number = signal_number
+        self.signal_name = signal.Signals(signal_number).name
+        super().__init__(f"stopped by {self.signal_name}")
 
 
 class Narrator:
@@ -62,21 +84,58 @@ def run_demo(time_scale: float, keep_running: bool) -> int:
 
     narrator = Narrator()
     log_dir = Path(tempfile.mkdtemp(prefix="vertex-dispatch-demo-"))
-    narrator.say(f"starting the local stack (every log in {log_dir}) ...")
     settings = StackSettings(DISPATCH_CONFIG, EMULATOR_CONFIG, time_scale)
-    try:
-        stack = start_local_stack(settings, log_dir)
-    except EmulatorStackError as error:
-        print(f"demo: the local stack could not start:\n{error}", flush=True)
-        return 2
-    with stack, scoped_environ(stack.env):
-        for name, healthy in stack.health().items():
-            narrator.say(f"  {'up  ' if healthy else 'DOWN'} {name}")
-        ok = Story(stack, narrator, time_scale).play()
-        if keep_running:
-            _wait_for_interrupt(narrator, stack)
+    with _stop_signals_interrupt():
+        narrator.say(f"starting the local stack (every log in {log_dir}) ...")
+        try:
+            stack = start_local_stack(settings, log_dir)
+        except EmulatorStackError as error:
+            print(f"demo: the local stack could not start:\n{error}", flush=True)
+            return 2
+        except DemoStopped as stop:  # start_local_stack stops what it had started
+            narrator.say(f"{stop} while starting; no process left")
+            return 128 + stop.signal_number
+        ok, stopped = False, None
+        try:
+            with scoped_environ(stack.env):
+                for name, healthy in stack.health().items():
+                    narrator.say(f"  {'up  ' if healthy else 'DOWN'} {name}")
+                ok = Story(stack, narrator, time_scale).play()
+                if keep_running:
+                    _wait_for_interrupt(narrator, stack)
+        except DemoStopped as stop:
+            stopped = stop
+            narrator.say(f"{stop} before the scenarios ended; stopping the stack ...")
+        finally:
+            _ignore_stop_signals()  # a second signal must not cut the stopping short
+            stack.stop()
     narrator.say("stack stopped, no process left")
+    if stopped is not None:
+        return 128 + stopped.signal_number
     return 0 if ok else 1
+
+
+@contextmanager
+def _stop_signals_interrupt() -> Iterator[None]:
+    """While inside, each of ``STOP_SIGNALS`` raises ``DemoStopped``; the old handlers after."""
+    previous = {number: signal.getsignal(number) for number in STOP_SIGNALS}
+
+    def stop(signal_number: int, _frame: FrameType | None) -> None:
+        _ignore_stop_signals()
+        raise DemoStopped(signal_number)
+
+    for number in STOP_SIGNALS:
+        signal.signal(number, stop)
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
+def _ignore_stop_signals() -> None:
+    for number in STOP_SIGNALS:
+        signal.signal(number, signal.SIG_IGN)
 
 
 class Story:
@@ -321,9 +380,9 @@ def _wait_for_interrupt(narrator: Narrator, stack: LocalStack) -> None:
         print(f"  export {name}={value}")
     for target, server in stack.functions.items():
         print(f"  # {target}: {server.url}")
-    narrator.say(f"logs: {stack.log_dir}; press Ctrl-C to stop")
+    narrator.say(f"logs: {stack.log_dir}; press Ctrl-C (or send SIGTERM) to stop")
     try:
         while True:
             time.sleep(3600)
-    except KeyboardInterrupt:
-        pass
+    except KeyboardInterrupt:  # DemoStopped included: the expected end of --keep-running
+        narrator.say("stopping the stack ...")

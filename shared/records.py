@@ -31,7 +31,8 @@ def describe_trigger(trigger: Trigger) -> str:
     if isinstance(trigger, ScheduleTick):
         return f"schedule {trigger.schedule} at {trigger.tick_time.isoformat()}"
     if isinstance(trigger, RetryRequest):
-        return f"retry of run {trigger.run_id}, attempt {trigger.attempt} ({trigger.reason})"
+        why = f" ({trigger.reason})" if trigger.reason else ""
+        return f"retry of run {trigger.run_id}, attempt {trigger.attempt}{why}"
     raise TypeError(f"not a trigger: {type(trigger).__name__}")
 
 

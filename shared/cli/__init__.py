@@ -4,16 +4,26 @@ This package owns the entry point (``main``) and the parser; each group of subco
 module of its own: ``demo``, ``linting`` (validate, plan), ``operator`` (status, retry, cancel) and
 ``deploy`` (deploy-plan), with what they share in ``common``. Subcommands import what they need
 inside their handler, so ``vertex-dispatch --help`` stays fast and a subcommand never pays for
-another's dependencies.
+another's dependencies. ``main`` also ends quietly when its reader goes away (``status | head``)
+and turns missing Google Cloud credentials, wherever a handler meets them, into one line.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 from collections.abc import Callable, Sequence
 
 from shared import __version__
-from shared.cli.common import EXIT_NO_ROUTE, EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE
+from shared.cli.common import (
+    EXIT_NO_ROUTE,
+    EXIT_OK,
+    EXIT_PROBLEMS,
+    EXIT_USAGE,
+    fail,
+    no_credentials,
+)
 from shared.cli.demo import add_demo
 from shared.cli.deploy import add_deploy_plan
 from shared.cli.linting import add_plan, add_validate
@@ -56,4 +66,21 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     handler: Handler = args.handler
-    return handler(args)
+    try:
+        status = handler(args)
+        sys.stdout.flush()  # a closed pipe must fail here, not in the interpreter's exit
+    except BrokenPipeError:
+        # The reader left (`status --all | head`): say nothing more. Python's documented way:
+        # point stdout at /dev/null so that the interpreter's own flush at exit cannot fail too.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_PROBLEMS
+    except Exception as error:
+        from google.auth.exceptions import GoogleAuthError
+
+        if not isinstance(error, GoogleAuthError):
+            raise
+        # The handlers report what they were doing; this catches any path they do not cover.
+        fail(args.command, no_credentials("reach Google Cloud", error))
+        return EXIT_PROBLEMS
+    return status

@@ -1,5 +1,8 @@
 """What every ``vertex-dispatch`` subcommand shares: exit statuses, config loading, printing.
 
+It also owns the one-line report of missing Google Cloud credentials: a command that reads a
+``gs://`` config or the ledger without them says what failed and what to do, never a traceback.
+
 The subcommand modules of this package import their helpers from here (not from the package
 ``__init__``, which imports them all), so there is no import cycle.
 """
@@ -20,29 +23,46 @@ EXIT_USAGE: Final = 2  # argparse's own code for a bad command line
 EXIT_NO_ROUTE: Final = 3
 
 CONFIG_HELP: Final = "the config file: a local path or gs://BUCKET/path/config.yaml"
+CREDENTIALS_FIX: Final = (
+    "run `gcloud auth application-default login`, or export the emulator variables that "
+    "`./dev demo --keep-running` prints"
+)
+
+
+def no_credentials(what: str, error: BaseException) -> str:
+    """One line for a ``GoogleAuthError``: what could not be done, why, and what to do."""
+    # google-auth's messages run to several sentences and a URL: the first one says enough.
+    why = str(error).strip().partition(". ")[0].rstrip(".") or type(error).__name__
+    return f"cannot {what}: no usable Google Cloud credentials ({why}); {CREDENTIALS_FIX}"
 
 
 def load_config_or_report(source: str, command: str, *, as_json: bool) -> Config | None:
     """The config, or None after reporting why it does not load (it names file and key paths)."""
+    from google.auth.exceptions import GoogleAuthError
+
     from shared.config.loader import load_config
     from shared.config.problems import InvalidConfig
     from shared.errors import DispatchError
 
     try:
         return load_config(source)
-    except DispatchError as error:  # ConfigError, or Cloud Storage unavailable for gs://
+    except (DispatchError, GoogleAuthError) as error:  # ConfigError; gs:// unreadable
+        if isinstance(error, GoogleAuthError):  # a gs:// config without credentials
+            message = no_credentials(f"read the config {source}", error)
+        else:
+            message = str(error)
         if as_json:
             listed = error.problems if isinstance(error, InvalidConfig) else ()
             print_json(
                 {
                     "ok": False,
                     "config": source,
-                    "error": str(error),
+                    "error": message,
                     "config_problems": [{"path": p.path, "message": p.message} for p in listed],
                 }
             )
         else:
-            fail(command, str(error))
+            fail(command, message)
         return None
 
 

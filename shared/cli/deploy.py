@@ -8,7 +8,14 @@ import sys
 from pathlib import Path
 from typing import Final
 
-from shared.cli.common import EXIT_OK, EXIT_PROBLEMS, load_config_or_report, print_json
+from shared.cli.common import (
+    EXIT_OK,
+    EXIT_PROBLEMS,
+    EXIT_USAGE,
+    fail,
+    load_config_or_report,
+    print_json,
+)
 
 DEFAULT_SOURCE_ZIP: Final = Path("build/vertex-dispatch-source.zip")
 
@@ -43,6 +50,10 @@ def _run_deploy_plan(args: argparse.Namespace) -> int:
 
     from shared import deployplan
 
+    if args.tfvars is not None and args.config.startswith("gs://"):
+        # The Terraform variables name the config's file and the files it references, to upload.
+        fail("deploy-plan", "--tfvars needs a local config file (it uploads it): copy it here")
+        return EXIT_USAGE
     config = load_config_or_report(args.config, "deploy-plan", as_json=args.json)
     if config is None:
         return EXIT_PROBLEMS

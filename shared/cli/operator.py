@@ -1,7 +1,10 @@
 """``vertex-dispatch status``, ``retry`` and ``cancel``: the operator's view of runs, and actions.
 
 They read the ledger (Firestore) named by the config; ``retry`` publishes on the requests topic and
-``cancel`` asks Vertex AI, so dispatch and the job-state function do the rest.
+``cancel`` asks Vertex AI, so dispatch and the job-state function do the rest. A run id is checked
+for its shape before any client is built (a usage error, exit 2), and each command refuses, with
+what to do instead, what the ledger shows cannot work: retrying a run refused before any template
+was chosen or whose template the config lost, cancelling a run that has already ended.
 """
 
 from __future__ import annotations
@@ -17,8 +20,10 @@ from shared.cli.common import (
     EXIT_PROBLEMS,
     fail,
     load_config_or_report,
+    no_credentials,
     print_json,
 )
+from shared.runkeys import RUN_ID_HEX_DIGITS, RUN_ID_PREFIX, is_run_id
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -29,6 +34,9 @@ if TYPE_CHECKING:
 CONFIG_ENV: Final = "VERTEX_DISPATCH_CONFIG"
 OPERATOR_CONFIG_HELP: Final = f"{CONFIG_HELP} (default: ${CONFIG_ENV})"
 STATUS_LIMIT: Final = 500
+RUN_ID_SHAPE: Final = f"{RUN_ID_PREFIX} and {RUN_ID_HEX_DIGITS} lowercase hex digits"
+RUN_ID_EXAMPLE: Final = RUN_ID_PREFIX + ("0123456789abcdef" * 2)[:RUN_ID_HEX_DIGITS]
+RUN_HELP: Final = f"the run id, {RUN_ID_SHAPE}, as `status` lists it"
 STATUS_COLUMNS: Final = (
     "RUN",
     "STATUS",
@@ -46,7 +54,13 @@ def add_operator_commands(commands: argparse._SubParsersAction) -> None:
     status = commands.add_parser(
         "status",
         help="list runs: their attempts, job states and next retry",
-        description="List the runs in the ledger, newest first: active runs unless --all.",
+        description=(
+            "List the runs in the ledger, newest first: active runs unless --all, or the runs "
+            "named, whatever their status."
+        ),
+    )
+    status.add_argument(
+        "run_ids", nargs="*", type=run_id_argument, metavar="RUN", help="only these runs"
     )
     status.add_argument("--config", metavar="FILE", help=OPERATOR_CONFIG_HELP)
     status.add_argument("--json", action="store_true", help="print the runs as JSON")
@@ -63,7 +77,7 @@ def add_operator_commands(commands: argparse._SubParsersAction) -> None:
             "the config's requests_topic; dispatch validates and submits it like any request."
         ),
     )
-    retry.add_argument("run_id", metavar="RUN", help="the run id, r- and 24 hex digits")
+    retry.add_argument("run_id", type=run_id_argument, metavar="RUN", help=RUN_HELP)
     retry.add_argument("--config", metavar="FILE", help=OPERATOR_CONFIG_HELP)
     retry.set_defaults(handler=_run_retry)
     cancel = commands.add_parser(
@@ -74,9 +88,38 @@ def add_operator_commands(commands: argparse._SubParsersAction) -> None:
             "CANCELLED (a cancelled run is never retried)."
         ),
     )
-    cancel.add_argument("run_id", metavar="RUN", help="the run id, r- and 24 hex digits")
+    cancel.add_argument("run_id", type=run_id_argument, metavar="RUN", help=RUN_HELP)
     cancel.add_argument("--config", metavar="FILE", help=OPERATOR_CONFIG_HELP)
     cancel.set_defaults(handler=_run_cancel)
+
+
+def run_id_argument(text: str) -> str:
+    """``text`` if it has a run id's shape; else argparse reports a usage error (exit 2)."""
+    if not is_run_id(text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a run id: expected {RUN_ID_SHAPE}, e.g. {RUN_ID_EXAMPLE} "
+            "(`vertex-dispatch status --all` lists the runs)"
+        )
+    return text
+
+
+# What each command could not do without credentials, for its one-line report.
+_NEEDS_CREDENTIALS_TO: Final[Mapping[str, str]] = {
+    "status": "read the run ledger (Firestore)",
+    "retry": "read the run ledger (Firestore) or publish the retry (Pub/Sub)",
+    "cancel": "read the run ledger (Firestore) or cancel the job (Vertex AI)",
+}
+
+
+def _operator_failure(command: str, error: Exception) -> int:
+    """Report a DispatchError or a GoogleAuthError met while talking to Google Cloud."""
+    from google.auth.exceptions import GoogleAuthError
+
+    if isinstance(error, GoogleAuthError):
+        fail(command, no_credentials(_NEEDS_CREDENTIALS_TO[command], error))
+    else:
+        fail(command, str(error))
+    return EXIT_PROBLEMS
 
 
 def _operator_config(args: argparse.Namespace) -> Config | None:
@@ -96,6 +139,8 @@ def _operator_ledger(config: Config) -> Ledger:
 
 
 def _run_status(args: argparse.Namespace) -> int:
+    from google.auth.exceptions import GoogleAuthError
+
     from shared.errors import DispatchError
     from shared.ledger import RunStatus, utc_now
 
@@ -103,17 +148,25 @@ def _run_status(args: argparse.Namespace) -> int:
     if config is None:
         return EXIT_PROBLEMS
     statuses = list(RunStatus) if args.all else [s for s in RunStatus if not s.is_terminal()]
+    missing: list[str] = []
     try:
-        snapshots = _operator_ledger(config).list_runs(statuses, limit=args.limit)
-    except DispatchError as error:
-        fail("status", str(error))
-        return EXIT_PROBLEMS
+        ledger = _operator_ledger(config)
+        if args.run_ids:
+            found = {run_id: ledger.get_run(run_id) for run_id in dict.fromkeys(args.run_ids)}
+            snapshots = [snapshot for snapshot in found.values() if snapshot is not None]
+            missing = [run_id for run_id, snapshot in found.items() if snapshot is None]
+        else:
+            snapshots = ledger.list_runs(statuses, limit=args.limit)
+    except (DispatchError, GoogleAuthError) as error:
+        return _operator_failure("status", error)
     runs = sorted((s.run for s in snapshots), key=_created_key, reverse=True)
     if args.json:
         print_json({"runs": [run_document(run) for run in runs]})
     else:
         print(status_table(runs, utc_now()))
-    return EXIT_OK
+    for run_id in missing:
+        fail("status", f"run {run_id} is not in the ledger; `status --all` lists runs")
+    return EXIT_PROBLEMS if missing else EXIT_OK
 
 
 def _created_key(run: Run) -> str:
@@ -172,6 +225,8 @@ def _json_default(value: object) -> str:
 
 
 def _run_retry(args: argparse.Namespace) -> int:
+    from google.auth.exceptions import GoogleAuthError
+
     from shared import retries
     from shared.errors import DispatchError
     from shared.ledger import REOPENABLE_STATUSES, RetryPlan, utc_now
@@ -194,6 +249,10 @@ def _run_retry(args: argparse.Namespace) -> int:
         if run.status.is_terminal() and run.status not in REOPENABLE_STATUSES:
             fail("retry", f"run {run.run_id} is {run.status.value}: there is nothing to retry")
             return EXIT_PROBLEMS
+        refusal = _template_refusal(run, config)
+        if refusal:  # dispatch would only reject the retry again
+            fail("retry", refusal)
+            return EXIT_PROBLEMS
         if run.status in LIVE_STATUSES:  # dispatch would acknowledge the retry and do nothing
             job = f"job {last.job_name}" if last and last.job_name else "a job being created"
             fail(
@@ -206,9 +265,8 @@ def _run_retry(args: argparse.Namespace) -> int:
         plan = RetryPlan(utc_now(), last.number + 1 if last else 1, 0, retries.OPERATOR_REASON)
         ledger.grant_operator_attempt(run.run_id, plan.attempt)
         message_id = retries.publish_retry(run.run_id, plan, config.requests_topic)
-    except DispatchError as error:
-        fail("retry", str(error))
-        return EXIT_PROBLEMS
+    except (DispatchError, GoogleAuthError) as error:
+        return _operator_failure("retry", error)
     print(
         f"retry of run {run.run_id} published (message {message_id}): attempt {plan.attempt} "
         f"from placement 0 on {config.requests_topic}"
@@ -216,23 +274,76 @@ def _run_retry(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _template_refusal(run: Run, config: Config) -> str | None:
+    """Why a retry of ``run`` cannot succeed with ``config``'s templates; None if it can."""
+    if not run.template:  # refused while decoding or routing: no template was ever chosen
+        return (
+            f"run {run.run_id} is {run.status.value}: its event was refused before any template "
+            "was chosen, so a retry has nothing to run. Fix the sender (the alert and "
+            f"`vertex-dispatch status --json {run.run_id}` say what was wrong) and send the event "
+            "again"
+        )
+    if run.template not in config.templates:
+        return (
+            f"run {run.run_id} runs template {run.template!r}, which config {config.source} does "
+            f"not define: restore template {run.template!r} in the config first (and deploy it), "
+            "then retry"
+        )
+    return None
+
+
 def _run_cancel(args: argparse.Namespace) -> int:
+    from google.auth.exceptions import GoogleAuthError
+
     from shared.errors import DispatchError
 
     config = _operator_config(args)
     if config is None:
         return EXIT_PROBLEMS
     try:
-        snapshot = _operator_ledger(config).get_run(args.run_id)
-        last = snapshot.run.last_attempt if snapshot else None
-        if last is None or last.job_name is None:
-            fail("cancel", f"run {args.run_id} has no job to cancel; `status --all` lists runs")
+        ledger = _operator_ledger(config)
+        snapshot = ledger.get_run(args.run_id)
+        if snapshot is None:
+            fail("cancel", f"run {args.run_id} is not in the ledger; `status --all` lists runs")
+            return EXIT_PROBLEMS
+        run = snapshot.run
+        last = run.last_attempt
+        refusal = _cancel_refusal(run)
+        if refusal or last is None or last.job_name is None:
+            fail("cancel", refusal or f"run {run.run_id} has no job to cancel")
             return EXIT_PROBLEMS
         from shared import vertex
 
         vertex.cancel_custom_job(last.job_name)
-    except DispatchError as error:
-        fail("cancel", str(error))
-        return EXIT_PROBLEMS
-    print(f"cancel requested for {last.job_name} (run {args.run_id}, attempt {last.number})")
+        # Noted after the call: however the job now ends short of success, it is read as this
+        # cancel, never as a failure to retry.
+        ledger.record_cancel_requested(run.run_id, last.number)
+    except (DispatchError, GoogleAuthError) as error:
+        return _operator_failure("cancel", error)
+    print(f"cancel requested for {last.job_name} (run {run.run_id}, attempt {last.number})")
     return EXIT_OK
+
+
+def _cancel_refusal(run: Run) -> str | None:
+    """Why ``run`` has no job to cancel now, from the ledger alone; None if it has one."""
+    from shared.ledger import RunStatus
+
+    status = run.status.value
+    last = run.last_attempt
+    if run.status.is_terminal():
+        return f"run {run.run_id} is {status}: nothing to cancel"
+    if run.status is RunStatus.WAITING_RETRY:
+        ended = ""
+        if last is not None and last.job_name:
+            job = last.job_name.rsplit("/", 1)[-1]
+            ended = f"its last job {job} ended {last.state.removeprefix('JOB_STATE_')} and "
+        return (
+            f"run {run.run_id} is {status}: {ended}no job of it is running, so there is nothing "
+            "to cancel now; `vertex-dispatch status` shows when its next attempt is due"
+        )
+    if last is None or last.job_name is None:
+        return (
+            f"run {run.run_id} is {status} and has no job yet; once `vertex-dispatch status "
+            f"{run.run_id}` names its job, cancel again"
+        )
+    return None

@@ -58,11 +58,11 @@ def read_mapping(
         if not isinstance(key, str):
             problems.add(path, f"key {key!r} is not text; quote it")
         elif key not in allowed:
-            problems.add(
-                child(path, key),
-                f"unknown key {key!r}{suggest(key, allowed)} "
-                f"Allowed here: {', '.join(sorted(allowed))}.",
-            )
+            # "; did you mean 'x'? Allowed here: ...", or with no guess "; allowed here: ...".
+            guess = suggest(key, allowed)
+            listed = ", ".join(sorted(allowed))
+            after = f"{guess} Allowed here" if guess else "; allowed here"
+            problems.add(child(path, key), f"unknown key {key!r}{after}: {listed}.")
     for key in required:
         if value.get(key) is None:
             problems.add(child(path, key), "is required here; add it")

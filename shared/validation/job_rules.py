@@ -105,13 +105,12 @@ def _machine_accelerator(index: int, spec: MachineSpec) -> Iterator[Violation]:
         )
     elif fixed is not None:
         if accelerator != fixed.accelerator_type:
-            others = ", ".join(machines.machines_with(accelerator)) or "none"
             yield Violation(
                 type_field,
                 Rule.MACHINE_ACCELERATOR,
                 f"{machine} comes with {fixed.accelerator_type}, not {accelerator}; set "
-                f"acceleratorType to {fixed.accelerator_type}, or for {accelerator} pick one "
-                f"of these machine types: {others}",
+                f"acceleratorType to {fixed.accelerator_type}, or for {accelerator} "
+                f"{_machines_for(accelerator)}",
             )
         if spec.accelerator_count != fixed.count:
             yield Violation(
@@ -141,6 +140,22 @@ def _machine_accelerator(index: int, spec: MachineSpec) -> Iterator[Violation]:
             f"{machine} takes no GPUs; remove acceleratorType and acceleratorCount, or pick a "
             f"GPU machine type such as a2-highgpu-1g or g2-standard-8",
         )
+
+
+def _machines_for(accelerator: str) -> str:
+    """Advice naming the machine types that can carry ``accelerator``: built in, or attached."""
+    built_with = machines.machines_with(accelerator)
+    # N1 GPUs are attached to any n1 machine type, so no table lists those machines by name.
+    attached = [
+        f"an {family}-* machine type" for family in sorted(machines.ATTACHABLE_GPU_FAMILIES)
+    ]
+    if built_with and accelerator in machines.ATTACHABLE_GPUS:
+        return f"pick one of these machine types: {', '.join(built_with)}, or {attached[0]}"
+    if built_with:
+        return f"pick one of these machine types: {', '.join(built_with)}"
+    if accelerator in machines.ATTACHABLE_GPUS:
+        return f"pick {' or '.join(attached)} (e.g. n1-standard-8) and attach it there"
+    return "no machine type is known to carry it: check the accelerator's name"
 
 
 def _attached_gpus(index: int, spec: MachineSpec) -> Iterator[Violation]:

@@ -1,11 +1,18 @@
-"""The operator subcommands' pure parts: the status table, and what they refuse without a config."""
+"""The operator subcommands' pure parts: the status table, and what they refuse without a server.
+
+Without a config, a well-formed run id or credentials, each command refuses in one line (or an
+argparse usage error) before it reaches any Google Cloud service.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from cli_test_support import CREDENTIALS_FIX, EXAMPLE_CONFIG, VALID_RUN_ID, remove_credentials
 
+from shared import clients
 from shared.cli import main, status_table
 from shared.ledger import Attempt, RetryPlan, Run, RunStatus
 
@@ -93,7 +100,7 @@ def test_status_table_aligns_columns() -> None:
     assert accepted.index("resnet-a100") == running.index("resnet-a100") == header.index("TEMPLATE")
 
 
-@pytest.mark.parametrize("argv", [["status"], ["retry", "r-x"], ["cancel", "r-x"]])
+@pytest.mark.parametrize("argv", [["status"], ["retry", VALID_RUN_ID], ["cancel", VALID_RUN_ID]])
 def test_operator_commands_need_a_config(
     argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -101,3 +108,79 @@ def test_operator_commands_need_a_config(
 
     assert main(argv) == 1
     assert "pass --config FILE or set VERTEX_DISPATCH_CONFIG" in capsys.readouterr().err
+
+
+@pytest.fixture
+def no_client(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Building any Google Cloud client fails the test: the command must refuse before."""
+
+    def built(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("a Google Cloud client was built")
+
+    for name in ("firestore_client", "publisher_client", "job_service_client"):
+        monkeypatch.setattr(clients, name, built)
+
+
+@pytest.mark.parametrize("command", ["status", "retry", "cancel"])
+@pytest.mark.parametrize(
+    "run_id",
+    [
+        "bogus",
+        "r-0123/abc",  # a slash would address a Firestore sub-collection: ValueError
+        "r-0123456789ABCDEF01234567",  # upper case
+        "r-0123456789abcdef0123456",  # 23 digits
+        "0123456789abcdef01234567",
+        "",
+    ],
+)
+def test_a_malformed_run_id_is_a_usage_error_before_any_client(
+    command: str,
+    run_id: str,
+    no_client: None,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.delenv("VERTEX_DISPATCH_CONFIG", raising=False)  # the id is checked first
+
+    with pytest.raises(SystemExit) as exited:
+        main([command, run_id, "--config", EXAMPLE_CONFIG])
+
+    assert exited.value.code == 2
+    error = capsys.readouterr().err
+    assert f"vertex-dispatch {command}: error: argument RUN: {run_id!r} is not a run id" in error
+    assert "r- and 24 lowercase hex digits, e.g. r-0123456789abcdef01234567" in error
+
+
+@pytest.fixture
+def without_credentials(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    remove_credentials(monkeypatch)
+    yield
+    clients.forget_clients()
+
+
+@pytest.mark.parametrize(
+    ("argv", "what"),
+    [
+        (["status"], "cannot read the run ledger (Firestore)"),
+        (["status", "--json", "--all"], "cannot read the run ledger (Firestore)"),
+        (
+            ["retry", VALID_RUN_ID],
+            "cannot read the run ledger (Firestore) or publish the retry (Pub/Sub)",
+        ),
+        (
+            ["cancel", VALID_RUN_ID],
+            "cannot read the run ledger (Firestore) or cancel the job (Vertex AI)",
+        ),
+    ],
+)
+def test_without_credentials_an_operator_command_says_so_in_one_line(
+    argv: list[str], what: str, without_credentials: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([*argv, "--config", EXAMPLE_CONFIG]) == 1
+
+    captured = capsys.readouterr()
+    [line] = captured.err.splitlines()
+    assert line.startswith(f"vertex-dispatch {argv[0]}: error: {what}: no usable Google Cloud")
+    assert "Your default credentials were not found)" in line
+    assert line.endswith(CREDENTIALS_FIX)
+    assert captured.out == ""

@@ -57,6 +57,7 @@ def test_cancel_cancels_the_last_job_and_retry_publishes_the_next_attempt(
 
     [cancel] = operator_world.vertex.requests("CancelCustomJob")
     assert cancel["resource"] == started.job_name
+    assert operator_world.run(started.run_id).attempts[0].cancel_requested_at is not None
     [retry] = operator_world.retries.pull()
     assert retry.attributes == {"vertex_dispatch_kind": "retry"}
     assert retry.body() == {
@@ -145,3 +146,104 @@ def test_a_succeeded_run_cannot_be_retried(
     assert main(["retry", started.run_id, "--config", str(CONFIG)]) == 1
     assert "nothing to retry" in capsys.readouterr().err
     assert operator_world.retries.pull() == []
+
+
+def test_retry_refuses_a_run_rejected_before_any_template_was_chosen(
+    operator_world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rejected = operator_world.request_run("no-such-template")  # refused while routing
+    assert operator_world.run(rejected.run_id).template == ""
+
+    assert main(["retry", rejected.run_id, "--config", str(CONFIG)]) == 1
+
+    error = capsys.readouterr().err
+    assert "refused before any template was chosen" in error and "Fix the sender" in error
+    assert operator_world.retries.pull() == []
+    assert operator_world.run(rejected.run_id).operator_grant is None
+
+
+def test_retry_refuses_a_run_whose_template_the_config_no_longer_has(
+    operator_world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from shared.ledger import Run, RunStatus
+
+    retired = "r-" + "ab" * 12
+    operator_world.services.ledger.open_run(
+        Run(
+            retired,
+            "request-message:1",
+            "requests",
+            "retired-template",
+            {},
+            status=RunStatus.FAILED,
+        )
+    )
+
+    assert main(["retry", retired, "--config", str(CONFIG)]) == 1
+
+    error = capsys.readouterr().err
+    assert "restore template 'retired-template' in the config first" in error
+    assert operator_world.retries.pull() == []
+
+
+@pytest.mark.parametrize("status", ["SUCCEEDED", "FAILED", "CANCELLED", "REJECTED"])
+def test_cancel_refuses_a_run_that_has_ended_without_asking_vertex(
+    operator_world: World, capsys: pytest.CaptureFixture[str], status: str
+) -> None:
+    from dataclasses import replace
+
+    from shared.ledger import RunStatus
+
+    started = operator_world.request_run("flex-l4-starved")
+    ended = replace(operator_world.run(started.run_id), run_id="r-" + "cd" * 12)
+    operator_world.services.ledger.open_run(replace(ended, status=RunStatus(status)))
+
+    assert main(["cancel", ended.run_id, "--config", str(CONFIG)]) == 1
+
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .endswith(f"run {ended.run_id} is {status}: nothing to cancel")
+    )
+    assert operator_world.vertex.requests("CancelCustomJob") == []
+
+
+def test_cancel_of_an_unknown_run_says_it_is_not_in_the_ledger(
+    operator_world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["cancel", "r-000000000000000000000bad", "--config", str(CONFIG)]) == 1
+
+    error = capsys.readouterr().err
+    assert "r-000000000000000000000bad is not in the ledger" in error
+    assert "no job to cancel" not in error
+
+
+def test_cancel_of_a_run_waiting_for_its_retry_says_no_job_runs(
+    operator_world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from shared.ledger import RunStatus
+
+    started = operator_world.request_run("flex-l4-starved")
+    operator_world.services.ledger.set_status(started.run_id, RunStatus.WAITING_RETRY)
+
+    assert main(["cancel", started.run_id, "--config", str(CONFIG)]) == 1
+
+    assert "is WAITING_RETRY" in capsys.readouterr().err
+    assert operator_world.vertex.requests("CancelCustomJob") == []
+
+
+def test_status_of_named_runs_shows_them_whatever_their_status(
+    operator_world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from shared.ledger import RunStatus
+
+    started = operator_world.request_run("flex-l4-starved")
+    operator_world.services.ledger.set_status(started.run_id, RunStatus.SUCCEEDED)
+    unknown = "r-000000000000000000000bad"
+
+    assert main(["status", started.run_id, unknown, "--config", str(CONFIG), "--json"]) == 1
+
+    captured = capsys.readouterr()
+    [run] = json.loads(captured.out)["runs"]
+    assert (run["run_id"], run["status"]) == (started.run_id, "SUCCEEDED")
+    assert f"run {unknown} is not in the ledger" in captured.err
