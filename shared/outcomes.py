@@ -269,28 +269,26 @@ def classify(
     if cancel_requested and state in (FAILED_STATE, CANCELLED_STATE):
         # We asked for the cancel: a FAILED end (a container that exits non-zero on SIGTERM)
         # is that cancel too, never a failure to retry. Vertex AI may still end it SUCCEEDED.
-        code, message = job.error.code, job.error.message
-        return Classification(
-            state=state,
-            succeeded=False,
-            failure=FailureClass.CANCELLED,
-            code=code or None,
-            message=message,
-            evidence=CANCEL_REQUESTED_RULE,
-            summary=_summary(state, FailureClass.CANCELLED, code, message),
-        )
+        return _failed_as(job, FailureClass.CANCELLED, CANCEL_REQUESTED_RULE)
     if is_terminal(state) and wait_ran_out(job, max_wait, cancel_requested=cancel_requested):
-        code, message = job.error.code, job.error.message
-        return Classification(
-            state=state,
-            succeeded=False,
-            failure=FailureClass.CAPACITY,
-            code=code or None,
-            message=message,
-            evidence=WAIT_RAN_OUT_RULE,
-            summary=_summary(state, FailureClass.CAPACITY, code, message),
-        )
+        return _failed_as(job, FailureClass.CAPACITY, WAIT_RAN_OUT_RULE)
     return classify_error(state, job.error.code, job.error.message, job_name=job.name)
+
+
+def _failed_as(
+    job: aiplatform_v1.CustomJob, failure: FailureClass, evidence: str
+) -> Classification:
+    """``job``'s end as ``failure``, by a rule about the job rather than its error's text."""
+    state, code, message = job.state.name, job.error.code, job.error.message
+    return Classification(
+        state=state,
+        succeeded=False,
+        failure=failure,
+        code=code or None,
+        message=message,
+        evidence=evidence,
+        summary=_summary(state, failure, code, message),
+    )
 
 
 def wait_ran_out(
