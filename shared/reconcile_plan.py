@@ -17,11 +17,9 @@ from shared import decisions, jobspec, outcomes
 from shared.aiplatform import CustomJob, JobState, Scheduling
 from shared.config.durations import parse_duration
 from shared.config.model import Template
-from shared.ledger import Attempt, RetryPlan, Run, RunStatus
+from shared.ledger import LIVE_STATUSES, Attempt, RetryPlan, Run, RunStatus
 from shared.submission import INTENT_LEASE
 
-# A run in one of these has a job whose terminal state is still to be decided.
-UNDECIDED_STATUSES = frozenset({RunStatus.SUBMITTING, RunStatus.SUBMITTED, RunStatus.RUNNING})
 WAITING_STATES = frozenset({JobState.JOB_STATE_QUEUED.name, JobState.JOB_STATE_PENDING.name})
 
 LIST_WINDOW_MARGIN = timedelta(minutes=10)
@@ -179,9 +177,7 @@ def _changed(run: Run, job: CustomJob) -> bool:
         return False
     if state != last.state:
         return True
-    return (
-        outcomes.is_terminal(state) and last.decision is None and run.status in UNDECIDED_STATUSES
-    )
+    return outcomes.is_terminal(state) and last.decision is None and run.status in LIVE_STATUSES
 
 
 def _due_retry(run: Run, template: Template | None, now: datetime) -> DueRetry | None:

@@ -80,6 +80,9 @@ class RunStatus(enum.StrEnum):
 _TERMINAL_STATUSES = frozenset(
     {RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.REJECTED, RunStatus.CANCELLED}
 )
+LIVE_STATUSES = frozenset({RunStatus.SUBMITTING, RunStatus.SUBMITTED, RunStatus.RUNNING})
+"""A run in one of these has a job that runs, waits for machines, or may be being created:
+its end is still to be decided, and no other attempt may start beside it."""
 
 
 @dataclass(frozen=True)
@@ -310,7 +313,7 @@ def with_observed_state(
     ):
         return recorded  # the run follows only its last attempt's job, and only forward
     status = _STATUS_OF_LIVE_JOB_STATE.get(state)
-    if status is None or recorded.status not in _LIVE_STATUSES:
+    if status is None or recorded.status not in LIVE_STATUSES:
         return recorded
     return replace(recorded, status=status)
 
@@ -367,7 +370,6 @@ _STATUS_OF_LIVE_JOB_STATE: dict[str, RunStatus] = {
     "JOB_STATE_PENDING": RunStatus.SUBMITTED,
     "JOB_STATE_RUNNING": RunStatus.RUNNING,
 }
-_LIVE_STATUSES = frozenset({RunStatus.SUBMITTING, RunStatus.SUBMITTED, RunStatus.RUNNING})
 
 
 def _is_older_news(attempt: Attempt, state: str) -> bool:

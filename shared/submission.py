@@ -29,6 +29,7 @@ from shared.config.model import Config, PersistentResourcePlacement, Placement, 
 from shared.errors import InvalidJobSpec, TransientError
 from shared.ledger import (
     CREATE_FAILED_STATE,
+    LIVE_STATUSES,
     Attempt,
     Ledger,
     RetryPlan,
@@ -49,10 +50,6 @@ Longer than any create call (60 s timeout) plus the ledger writes around it, so 
 races a creator that is still working."""
 
 logger = logging.getLogger(__name__)
-
-
-LIVE_STATUSES = frozenset({RunStatus.SUBMITTING, RunStatus.SUBMITTED, RunStatus.RUNNING})
-"""A run in one of these has a job that runs, waits for machines, or may be being created."""
 
 
 class AttemptInProgress(TransientError):

@@ -229,8 +229,7 @@ def _run_retry(args: argparse.Namespace) -> int:
 
     from shared import retries
     from shared.errors import DispatchError
-    from shared.ledger import REOPENABLE_STATUSES, RetryPlan, utc_now
-    from shared.submission import LIVE_STATUSES
+    from shared.ledger import LIVE_STATUSES, REOPENABLE_STATUSES, RetryPlan, utc_now
 
     config = _operator_config(args)
     if config is None:
