@@ -60,6 +60,7 @@ from shared.runs import (
     with_notice,
     with_observed_state,
     with_operator_grant,
+    with_recovery_published,
     with_reopened,
     with_retry_published,
     with_status,
@@ -308,6 +309,11 @@ class Ledger:
         ``republish_at``. Only if the run is still ``current`` (else ``LedgerConflict``: most
         likely dispatch claimed the retry meanwhile, and nothing is owed any more)."""
         return self._write_if_unchanged(current, with_retry_published(current.run, republish_at))
+
+    def record_recovery_published(self, current: RunSnapshot, at: datetime) -> RunSnapshot:
+        """Note that the reconciler published a retry to recover ``current`` at ``at``; only if
+        the run is still ``current`` (else ``LedgerConflict``: dispatch moved it meanwhile)."""
+        return self._write_if_unchanged(current, with_recovery_published(current.run, at))
 
     def list_runs(self, statuses: Collection[RunStatus], limit: int = 100) -> list[RunSnapshot]:
         """Up to ``limit`` runs whose status is one of ``statuses`` (at most 30), in no order."""

@@ -16,7 +16,8 @@ and let the next tick repeat whatever did not happen. One tick:
      a time), then ensures the run's actions;
    - a retry message on the requests topic for every run whose intent outlived
      ``submission.INTENT_LEASE`` without a job (dispatch reattaches by label or takes over), or
-     that was accepted but never claimed;
+     that was accepted but never claimed; published again only ``RECOVERY_REPUBLISH_AFTER``
+     (10 min) later, noted on the run, so a slow dispatch is not handed a copy every tick;
    - the watchdog: a FLEX_START job QUEUED or PENDING longer than its max wait plus
      ``watchdog_grace`` is cancelled and alerted (Vertex AI should have ended it); an intent
      still without a job after ``STUCK_INTENT_ALERT_AFTER`` is alerted;
@@ -57,7 +58,7 @@ from shared import actions, jobstate, retries, vertex
 from shared.aiplatform import CustomJob
 from shared.alerts import Alert, send_alert
 from shared.errors import DispatchError
-from shared.ledger import Run, RunSnapshot, RunStatus
+from shared.ledger import LedgerConflict, Run, RunSnapshot, RunStatus
 from shared.logs import log
 from shared.reconcile_plan import (
     DueRetry,
@@ -158,14 +159,14 @@ def reconcile(services: Services, now: datetime) -> ReconcileReport:
         grace=config.watchdog_grace,
         listed_parents=frozenset(listed),
     )
-    runs_by_id = {run.run_id: run for run in runs}
+    read = {snapshot.run.run_id: snapshot for snapshot in snapshots}
     applied = tick.apply_changes(plan.changes, jobs)
     for retry in plan.retries:
-        tick.publish_retry(retry)
+        tick.publish_retry(retry, read[retry.run_id], now)
     for waited in plan.overdue:
-        tick.cancel_overdue(runs_by_id[waited.run_id], waited)
+        tick.cancel_overdue(read[waited.run_id].run, waited)
     for intent in plan.stuck:
-        tick.alert_stuck_intent(runs_by_id[intent.run_id], intent)
+        tick.alert_stuck_intent(read[intent.run_id].run, intent)
     for snapshot in (*snapshots, *owing):
         if snapshot.run.run_id not in applied:  # ensured already, on the freshly recorded run
             tick.ensure_actions(snapshot)
@@ -253,7 +254,7 @@ class _Tick:
             self.ensure_actions(snapshot)
         return True
 
-    def publish_retry(self, retry: DueRetry) -> None:
+    def publish_retry(self, retry: DueRetry, snapshot: RunSnapshot, now: datetime) -> None:
         topic = self.config.requests_topic
         if topic is None:
             self.errors.append(
@@ -268,6 +269,12 @@ class _Tick:
             return
         cause = retry.cause.value
         self.retries_published[cause] = self.retries_published.get(cause, 0) + 1
+        try:
+            self.services.ledger.record_recovery_published(snapshot, now)
+        except LedgerConflict:
+            pass  # the run moved since the tick read it: most likely dispatch took it over
+        except DispatchError as error:  # published again next tick, which is harmless
+            self._failed(f"noting the retry of run {retry.run_id}", error, retry.run_id)
 
     def cancel_overdue(self, run: Run, waited: OverdueWait) -> None:
         """Cancel the job (idempotent), then alert if this tick is the first to claim the alert."""

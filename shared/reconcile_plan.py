@@ -25,6 +25,10 @@ WAITING_STATES = frozenset({JobState.JOB_STATE_QUEUED.name, JobState.JOB_STATE_P
 LIST_WINDOW_MARGIN = timedelta(minutes=10)
 """Listed jobs are created after their intent; the margin absorbs clock skew between machines."""
 FLEX_START_DEFAULT_MAX_WAIT = timedelta(days=1)  # what Vertex AI applies when none is set
+RECOVERY_REPUBLISH_AFTER = timedelta(minutes=10)
+"""A recovery retry is published again only this long after the last one: dispatch acts on one
+in seconds, so a run still stuck by then lost it. Every tick would hand a slow, backlogged
+dispatch one more copy per stuck run (what sank the first 2,000-trigger soak, for hints)."""
 STUCK_INTENT_ALERT_AFTER = timedelta(minutes=30)
 """Recovery of a stale intent is tried from INTENT_LEASE on; a human is told once it lasts this."""
 
@@ -185,13 +189,13 @@ def _due_retry(run: Run, template: Template | None, now: datetime) -> DueRetry |
     last = run.last_attempt
     if run.status is RunStatus.ACCEPTED and last is None:
         accepted_at = run.created_at or now
-        if now - accepted_at < INTENT_LEASE:
+        if now - accepted_at < INTENT_LEASE or _recovery_in_flight(run, accepted_at, now):
             return None
         reason = f"reconcile: accepted {age_text(now - accepted_at)} ago and never claimed"
         return DueRetry(run.run_id, RetryPlan(now, 1, 0, reason), RetryCause.NEVER_CLAIMED)
     if run.status is RunStatus.SUBMITTING and last is not None and last.job_name is None:
         age = now - last.intent_at
-        if age < INTENT_LEASE:
+        if age < INTENT_LEASE or _recovery_in_flight(run, last.intent_at, now):
             return None
         index = placement_index(template, last)
         reason = f"reconcile: attempt {last.number} has had no job for {age_text(age)}"
@@ -199,6 +203,17 @@ def _due_retry(run: Run, template: Template | None, now: datetime) -> DueRetry |
             run.run_id, RetryPlan(now, last.number, index, reason), RetryCause.STALE_INTENT
         )
     return None
+
+
+def _recovery_in_flight(run: Run, since: datetime, now: datetime) -> bool:
+    """A recovery retry for the present condition (published after ``since``) went out less
+    than ``RECOVERY_REPUBLISH_AFTER`` ago: dispatch has it, or will."""
+    published = run.recovery_published_at
+    return (
+        published is not None
+        and published >= since
+        and now - published < (RECOVERY_REPUBLISH_AFTER)
+    )
 
 
 def placement_index(template: Template | None, attempt: Attempt) -> int:

@@ -23,6 +23,9 @@ The document (field names as stored)::
     notices                            list of other messages already published ("completion")
     next_retry                         null, or {at, attempt, placement_index, reason}: the
                                        retry the reconciler publishes once ``at`` has passed
+    operator_grant                     null, or the attempt an operator allowed
+    recovery_published_at              null, or when the reconciler last published a retry
+                                       to recover a stale intent or a run never claimed
     created_at, updated_at             timestamps
 """
 
@@ -132,6 +135,10 @@ class Run:
     # The attempt number an operator allowed (`vertex-dispatch retry`, which writes the ledger
     # itself): only the ledger, never a message, can lift the attempt budget or reopen a run.
     operator_grant: int | None = None
+    # When the reconciler last published a retry to recover this run (an intent without a job
+    # past its lease, or a run never claimed): it publishes again only RECOVERY_REPUBLISH_AFTER
+    # later, so a slow dispatch is not handed a new copy every tick.
+    recovery_published_at: datetime | None = None
     created_at: datetime | None = None  # set by open_run
     updated_at: datetime | None = None  # set by every write
 
@@ -360,6 +367,11 @@ def with_retry_published(run: Run, republish_at: datetime) -> Run:
     return replace(run, next_retry=replace(run.next_retry, at=republish_at))
 
 
+def with_recovery_published(run: Run, at: datetime) -> Run:
+    """``run`` whose recovery retry (stale intent, never claimed) was published ``at``."""
+    return replace(run, recovery_published_at=at)
+
+
 def with_notice(run: Run, notice: str) -> Run:
     """``run`` with ``notice`` among the messages published."""
     return run if notice in run.notices else replace(run, notices=(*run.notices, notice))
@@ -443,6 +455,7 @@ def run_to_document(run: Run) -> dict[str, Any]:
         "notices": list(run.notices),
         "next_retry": dataclasses.asdict(run.next_retry) if run.next_retry else None,
         "operator_grant": run.operator_grant,
+        "recovery_published_at": run.recovery_published_at,
         "created_at": run.created_at,
         "updated_at": run.updated_at,
         ACTIONS_OWED_FIELD: bool(owed_actions(run)),  # derived, for the reconciler's query
@@ -463,6 +476,7 @@ def run_from_document(document: Mapping[str, Any]) -> Run:
         notices=tuple(document.get("notices") or ()),
         next_retry=RetryPlan(**document["next_retry"]) if document.get("next_retry") else None,
         operator_grant=document.get("operator_grant"),
+        recovery_published_at=document.get("recovery_published_at"),
         created_at=document.get("created_at"),
         updated_at=document.get("updated_at"),
     )

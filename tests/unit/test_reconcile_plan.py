@@ -408,3 +408,42 @@ def test_list_filter_is_rfc3339_utc() -> None:
     since = datetime(2026, 12, 1, 8, 50, 12, 345678, tzinfo=UTC)
 
     assert list_filter(since) == 'labels.vd-run:* AND create_time>="2026-12-01T08:50:12Z"'
+
+
+@pytest.mark.parametrize(
+    ("the_run", "retried"),
+    [
+        pytest.param(
+            run(RunStatus.SUBMITTING, attempt(), recovery_published_at=NOW - timedelta(minutes=2)),
+            False,
+            id="stale-intent-recovered-2-min-ago",
+        ),
+        pytest.param(
+            run(RunStatus.SUBMITTING, attempt(), recovery_published_at=NOW - timedelta(minutes=11)),
+            True,
+            id="stale-intent-recovered-11-min-ago-lost-it",
+        ),
+        pytest.param(
+            run(
+                RunStatus.SUBMITTING,
+                attempt(intent_age=timedelta(minutes=6)),
+                recovery_published_at=NOW - timedelta(minutes=7),
+            ),
+            True,
+            id="recovered-before-this-intent",
+        ),
+        pytest.param(
+            replace(
+                run(RunStatus.ACCEPTED),
+                created_at=NOW - timedelta(minutes=10),
+                recovery_published_at=NOW - timedelta(minutes=1),
+            ),
+            False,
+            id="never-claimed-recovered-1-min-ago",
+        ),
+    ],
+)
+def test_a_recovery_retry_is_published_again_only_after_it_had_time(
+    the_run: Run, retried: bool
+) -> None:
+    assert bool(tick(the_run).retries) is retried

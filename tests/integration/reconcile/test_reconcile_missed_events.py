@@ -100,8 +100,15 @@ def test_an_intent_left_without_a_job_is_handed_back_to_dispatch(world: World) -
     retries = world.retries.pull()
 
     assert late.retries_published == {RetryCause.STALE_INTENT.value: 1}
-    [reattached] = world.deliver_retries(retries)
+    # Not yet delivered (a slow dispatch): the next ticks leave it be for 10 minutes.
+    world.vertex.advance(60)
+    assert world.reconcile().retries_published == {}
+    world.vertex.advance(10 * 60)
+    assert world.reconcile().retries_published == {RetryCause.STALE_INTENT.value: 1}
+    retries += world.retries.pull()
+    [reattached, again] = world.deliver_retries(retries)
     assert reattached.outcome is DispatchOutcome.REATTACHED
+    assert again.outcome is DispatchOutcome.DUPLICATE
     assert len(world.creates(run_id)) == 1  # found by label, not created again
     assert world.run(run_id).status is RunStatus.SUBMITTED
 
