@@ -38,6 +38,7 @@ from shared.runs import (
     INTENT_STATE,
     LIVE_STATUSES,
     REOPENABLE_STATUSES,
+    WAITING_STATUSES,
     Attempt,
     AttemptOutcome,
     InvalidTransition,
@@ -64,6 +65,7 @@ from shared.runs import (
     with_reopened,
     with_retry_published,
     with_status,
+    with_waiting_cancelled,
 )
 
 if TYPE_CHECKING:
@@ -79,6 +81,7 @@ __all__ = [
     "MAX_REAPPLY",
     "REOPENABLE_STATUSES",
     "REQUIRED_ROLE",
+    "WAITING_STATUSES",
     "Attempt",
     "AttemptOutcome",
     "InvalidTransition",
@@ -309,6 +312,12 @@ class Ledger:
         ``republish_at``. Only if the run is still ``current`` (else ``LedgerConflict``: most
         likely dispatch claimed the retry meanwhile, and nothing is owed any more)."""
         return self._write_if_unchanged(current, with_retry_published(current.run, republish_at))
+
+    def cancel_waiting(self, current: RunSnapshot) -> RunSnapshot:
+        """Cancel a run that waits for an attempt, only if it is still ``current``: a dispatch
+        that claims the attempt meanwhile wins (``LedgerConflict``), and one that claims after
+        finds the run cancelled."""
+        return self._write_if_unchanged(current, with_waiting_cancelled(current.run))
 
     def record_recovery_published(self, current: RunSnapshot, at: datetime) -> RunSnapshot:
         """Note that the reconciler published a retry to recover ``current`` at ``at``; only if

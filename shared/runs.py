@@ -367,6 +367,19 @@ def with_retry_published(run: Run, republish_at: datetime) -> Run:
     return replace(run, next_retry=replace(run.next_retry, at=republish_at))
 
 
+WAITING_STATUSES = frozenset({RunStatus.ACCEPTED, RunStatus.WAITING_RETRY})
+"""A run in one of these has no job and no claimed attempt: cancelling it is a ledger write."""
+
+
+def with_waiting_cancelled(run: Run) -> Run:
+    """``run``, which waits for its next attempt (or its first), cancelled: none will start."""
+    if run.status not in WAITING_STATUSES:
+        raise InvalidTransition(
+            f"run {run.run_id} is {run.status.value}, not waiting for an attempt: cancel its job"
+        )
+    return replace(run, status=RunStatus.CANCELLED, next_retry=None)
+
+
 def with_recovery_published(run: Run, at: datetime) -> Run:
     """``run`` whose recovery retry (stale intent, never claimed) was published ``at``."""
     return replace(run, recovery_published_at=at)

@@ -295,6 +295,7 @@ def _run_cancel(args: argparse.Namespace) -> int:
     from google.auth.exceptions import GoogleAuthError
 
     from shared.errors import DispatchError
+    from shared.ledger import WAITING_STATUSES
 
     config = _operator_config(args)
     if config is None:
@@ -307,6 +308,14 @@ def _run_cancel(args: argparse.Namespace) -> int:
             return EXIT_PROBLEMS
         run = snapshot.run
         last = run.last_attempt
+        if run.status in WAITING_STATUSES:
+            ledger.cancel_waiting(snapshot)
+            due = f" (due {run.next_retry.at.isoformat()})" if run.next_retry else ""
+            print(
+                f"run {run.run_id} was {run.status.value}: cancelled; its next attempt{due} will "
+                f"not start (`vertex-dispatch retry {run.run_id}` reopens it)"
+            )
+            return EXIT_OK
         refusal = _cancel_refusal(run)
         if refusal or last is None or last.job_name is None:
             fail("cancel", refusal or f"run {run.run_id} has no job to cancel")
@@ -325,21 +334,10 @@ def _run_cancel(args: argparse.Namespace) -> int:
 
 def _cancel_refusal(run: Run) -> str | None:
     """Why ``run`` has no job to cancel now, from the ledger alone; None if it has one."""
-    from shared.ledger import RunStatus
-
     status = run.status.value
     last = run.last_attempt
     if run.status.is_terminal():
         return f"run {run.run_id} is {status}: nothing to cancel"
-    if run.status is RunStatus.WAITING_RETRY:
-        ended = ""
-        if last is not None and last.job_name:
-            job = last.job_name.rsplit("/", 1)[-1]
-            ended = f"its last job {job} ended {last.state.removeprefix('JOB_STATE_')} and "
-        return (
-            f"run {run.run_id} is {status}: {ended}no job of it is running, so there is nothing "
-            "to cancel now; `vertex-dispatch status` shows when its next attempt is due"
-        )
     if last is None or last.job_name is None:
         return (
             f"run {run.run_id} is {status} and has no job yet; once `vertex-dispatch status "

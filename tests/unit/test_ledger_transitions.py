@@ -23,6 +23,7 @@ from shared.ledger import (
     with_observed_state,
     with_operator_grant,
     with_retry_published,
+    with_waiting_cancelled,
 )
 from shared.runs import owed_actions
 
@@ -220,3 +221,25 @@ def test_a_cancel_request_is_noted_once_on_the_attempt_with_a_job() -> None:
     assert run_from_document(run_to_document(noted)) == noted
     with pytest.raises(InvalidTransition, match="no job for attempt 2"):
         with_cancel_requested(ONE_QUEUED, 2, first)
+
+
+@pytest.mark.parametrize(
+    ("status", "cancellable"),
+    [
+        (RunStatus.ACCEPTED, True),
+        (RunStatus.WAITING_RETRY, True),
+        (RunStatus.SUBMITTING, False),  # an intent: its job may be being created
+        (RunStatus.RUNNING, False),  # cancel the job instead
+        (RunStatus.SUCCEEDED, False),
+    ],
+)
+def test_only_a_run_waiting_for_an_attempt_is_cancelled_in_the_ledger_alone(
+    status: RunStatus, cancellable: bool
+) -> None:
+    waiting = replace(run(status), next_retry=RetryPlan(T0, 2, 0, "capacity"))
+    if cancellable:
+        cancelled = with_waiting_cancelled(waiting)
+        assert (cancelled.status, cancelled.next_retry) == (RunStatus.CANCELLED, None)
+    else:
+        with pytest.raises(InvalidTransition):
+            with_waiting_cancelled(waiting)

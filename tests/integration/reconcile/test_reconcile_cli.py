@@ -218,18 +218,32 @@ def test_cancel_of_an_unknown_run_says_it_is_not_in_the_ledger(
     assert "no job to cancel" not in error
 
 
-def test_cancel_of_a_run_waiting_for_its_retry_says_no_job_runs(
+def test_cancel_of_a_run_waiting_for_its_retry_stops_the_retry(
     operator_world: World, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from shared.ledger import RunStatus
+    world = operator_world
+    world.vertex.call(
+        "POST", "outcomes", {"result": "internal_error", "duration": "1m", "times": 1}
+    )
+    started = world.request_run("flex-a100")
+    world.vertex.advance(3 * 60 + 1)  # the job fails with INTERNAL: a backoff retry is planned
+    for _ in range(5):  # a tick decides it once its error is set
+        world.reconcile()
+        if world.run(started.run_id).status.value == "WAITING_RETRY":
+            break
+        world.vertex.advance(60)
+    assert world.run(started.run_id).status.value == "WAITING_RETRY"
 
-    started = operator_world.request_run("flex-l4-starved")
-    operator_world.services.ledger.set_status(started.run_id, RunStatus.WAITING_RETRY)
+    assert main(["cancel", started.run_id, "--config", str(CONFIG)]) == 0
 
-    assert main(["cancel", started.run_id, "--config", str(CONFIG)]) == 1
-
-    assert "is WAITING_RETRY" in capsys.readouterr().err
-    assert operator_world.vertex.requests("CancelCustomJob") == []
+    assert "will not start" in capsys.readouterr().out
+    assert world.run(started.run_id).status.value == "CANCELLED"
+    world.vertex.advance(30 * 60)
+    world.reconcile()  # the backoff has long passed: nothing is due any more
+    pending = world.retries.pull()
+    assert all(r.outcome.value == "duplicate" for r in world.deliver_retries(pending))
+    assert len(world.creates(started.run_id)) == 1
+    assert world.vertex.requests("CancelCustomJob") == []  # no job was running
 
 
 def test_status_of_named_runs_shows_them_whatever_their_status(
