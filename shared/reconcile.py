@@ -112,6 +112,7 @@ class ReconcileReport:
     jobs_listed: int = 0
     states_recorded: int = 0  # job states applied to the ledger (decisions included)
     decisions_made: int = 0  # terminal states classified and decided
+    ends_awaiting_error: int = 0  # FAILED ends read before Vertex AI set their error: decided later
     retries_published: Mapping[str, int] = field(default_factory=dict)  # per RetryCause
     actions_taken: Mapping[str, int] = field(default_factory=dict)  # by ensure_actions, per kind
     watchdog_cancels: int = 0  # CancelCustomJob calls
@@ -179,6 +180,7 @@ def reconcile(services: Services, now: datetime) -> ReconcileReport:
         jobs_listed=tick.jobs_listed,
         states_recorded=tick.states_recorded,
         decisions_made=tick.decisions_made,
+        ends_awaiting_error=tick.ends_awaiting_error,
         retries_published=dict(tick.retries_published),
         actions_taken=dict(tick.actions_taken),
         watchdog_cancels=tick.cancels,
@@ -200,6 +202,7 @@ class _Tick:
         self.jobs_listed = 0
         self.states_recorded = 0
         self.decisions_made = 0
+        self.ends_awaiting_error = 0
         self._lock = threading.Lock()  # counters are bumped from apply_changes' threads too
         self.retries_published: dict[str, int] = {}
         self.actions_taken: dict[str, int] = {}
@@ -250,6 +253,8 @@ class _Tick:
                 self.states_recorded += 1
             if result.outcome is jobstate.JobStateOutcome.DECIDED:
                 self.decisions_made += 1
+            if result.outcome is jobstate.JobStateOutcome.DEFERRED:
+                self.ends_awaiting_error += 1
         if snapshot is not None:
             self.ensure_actions(snapshot)
         return True

@@ -173,3 +173,25 @@ def test_a_retry_for_a_run_whose_template_left_the_config_ends_the_run_once(
     assert "no longer has" in alert.body()["message"]
     assert len(world.creates(started.run_id)) == 1  # attempt 1 only
     assert world.reconcile().retries_published == {}  # an ended run is retried no more
+
+
+def test_a_failed_end_read_before_its_error_is_decided_by_a_later_tick(world: World) -> None:
+    # Vertex AI sets a failed job's error about a minute after it ends.
+    world.vertex.call("PUT", "timings", {"error_delay": "60s"})
+    try:
+        world.vertex.call(
+            "POST", "outcomes", {"result": "user_error", "exit_code": 1, "duration": "1m"}
+        )
+        started = world.request_run("flex-a100")
+        world.vertex.advance(2 * 60 + 60 + 1)  # provisioning, one minute running, then exit 1
+
+        early = world.reconcile()
+        world.vertex.advance(61)
+        late = world.reconcile()
+    finally:
+        world.vertex.call("PUT", "timings", {"error_delay": 0})
+
+    assert (early.ends_awaiting_error, early.decisions_made) == (1, 0)
+    assert (late.ends_awaiting_error, late.decisions_made) == (0, 1)
+    decision = world.run(started.run_id).attempts[0].decision
+    assert decision is not None and "user_code" in decision["summary"]  # not "unknown"
