@@ -1,6 +1,9 @@
 """``vertex-dispatch validate`` and ``plan``: lint a config, or show the job an event would create.
 
 Both run offline: nothing is written or created, persistent resources and manifests are not read.
+``validate`` reports the problems of loading the config and those of the jobs its templates
+render in one format (``PATH: RULE: MESSAGE``, the path as the user wrote it) on stdout, or in
+one JSON document.
 """
 
 from __future__ import annotations
@@ -8,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -19,11 +23,13 @@ from shared.cli.common import (
     EXIT_USAGE,
     fail,
     load_config_or_report,
+    no_credentials,
     print_json,
 )
 
 if TYPE_CHECKING:
     from shared.config.model import Config
+    from shared.config.problems import Problem as ConfigProblem
     from shared.planning import PlacementPlan, Plan
     from shared.validation import TemplateProblem, Violation
 
@@ -41,10 +47,17 @@ examples:
   vertex-dispatch validate --config examples/config.yaml
   vertex-dispatch validate --config gs://acme-config/vertex-dispatch.yaml --json
 
-Each problem is printed as  WHERE: FIELD: RULE: MESSAGE,  e.g.
-  templates.resnet-a100.placement[1]: jobSpec.scheduling.timeout: flex-start-timeout: ...
-Persistent resources are not read: their state, pools and free replicas are checked live by
-dispatch. Exit status: 0 clean, 1 problems (or a config that does not load), 2 usage error.
+The report goes to stdout: one line per problem,  PATH: RULE: MESSAGE,  then a summary.
+PATH is the key as written in the config (inside a referenced file: KEY(FILE).field...):
+  templates.resnet-a100.worker_pools[0].replica: config: unknown key 'replica'; did you ...
+  templates.resnet-a100.worker_pools[0].accelerator.type: flex-start-gpu: ... (on placement[1])
+RULE is "config" (or a guard-* rule) for a problem found while loading the file; the jobs of a
+config that does not load are checked once it does. Otherwise RULE is the rule the job rendered
+for a placement breaks; "(on placement[N])" ends a problem that only some placements have.
+--json prints the same problems in one document. Persistent resources are not read: their
+state, pools and free replicas are checked live by dispatch.
+Exit status: 0 clean, 1 problems (or a config that cannot be read at all, said on stderr),
+2 usage error.
 """
 
 PLAN_EPILOG: Final = """\
@@ -133,38 +146,122 @@ def _placement_index(text: str) -> int:
 
 
 def _run_validate(args: argparse.Namespace) -> int:
+    """The report: one line (or JSON entry) per problem, load problems and rule problems alike."""
     from shared import validation
+    from shared.config.problems import InvalidConfig
 
-    config = load_config_or_report(args.config, "validate", as_json=args.json)
-    if config is None:
+    try:
+        config = _load(args.config)
+    except InvalidConfig as error:  # the config does not load: its problems are the report
+        report = [_LintLine.from_config(problem) for problem in error.problems]
+        return _report(args, report, config=None)
+    except _Unreadable as error:  # no report to give: the file could not be read at all
+        if args.json:
+            print_json(_validate_document(args.config, None, [], error=str(error)))
+        else:
+            fail("validate", str(error))
         return EXIT_PROBLEMS
-    problems = validation.check_templates(config)
-    if args.json:
-        print_json(
-            {
-                "ok": not problems,
-                "config": args.config,
-                "routes": len(config.routes),
-                "templates": len(config.templates),
-                "problems": [_problem_document(problem) for problem in problems],
-            }
+    report = [_LintLine.from_template(problem) for problem in validation.check_templates(config)]
+    return _report(args, report, config=config)
+
+
+class _Unreadable(Exception):
+    """The config could not be read (no file, no credentials): a command error, not a report."""
+
+
+def _load(source: str) -> Config:
+    from google.auth.exceptions import GoogleAuthError
+
+    from shared.config.loader import load_config
+    from shared.config.problems import InvalidConfig
+    from shared.errors import DispatchError
+
+    try:
+        return load_config(source)
+    except InvalidConfig:
+        raise
+    except GoogleAuthError as error:  # a gs:// config without credentials
+        raise _Unreadable(no_credentials(f"read the config {source}", error)) from error
+    except DispatchError as error:  # ConfigError: the file is missing or unreadable
+        raise _Unreadable(str(error)) from error
+
+
+@dataclass(frozen=True)
+class _LintLine:
+    """One problem of the report, whichever check found it: ``PATH: RULE: MESSAGE``."""
+
+    path: str  # the config key path the user wrote; "" for the document itself
+    rule: str  # "config" for a problem found while loading, else a validation rule id
+    message: str
+    kind: str = "invalid"
+    field: str | None = None  # the rendered job's REST field, for a rule checked on the job
+    placements: tuple[int, ...] = ()  # the placements of the chain it holds on, if rendered
+
+    @classmethod
+    def from_config(cls, problem: ConfigProblem) -> _LintLine:
+        return cls(problem.path, problem.rule, problem.message)
+
+    @classmethod
+    def from_template(cls, problem: TemplateProblem) -> _LintLine:
+        violation = problem.violation
+        return cls(
+            problem.path,
+            problem.rule,
+            problem.message,
+            kind=str(violation.kind),
+            field=violation.field,
+            placements=problem.placements,
         )
+
+    def __str__(self) -> str:
+        return f"{self.path or '(top level)'}: {self.rule}: {self.message}"
+
+
+def _report(args: argparse.Namespace, report: list[_LintLine], *, config: Config | None) -> int:
+    if args.json:
+        print_json(_validate_document(args.config, config, report))
     else:
-        for problem in problems:
-            print(f"{problem.where}: {_violation_line(problem.violation)}")
-        print(_validate_summary(config, len(problems)))
-    return EXIT_PROBLEMS if problems else EXIT_OK
+        for line in report:
+            print(line)
+        print(_validate_summary(args.config, config, len(report)))
+    return EXIT_PROBLEMS if report or config is None else EXIT_OK
 
 
-def _validate_summary(config: Config, problem_count: int) -> str:
+def _validate_summary(source: str, config: Config | None, problem_count: int) -> str:
+    noun = "problem" if problem_count == 1 else "problems"
+    if config is None:
+        return (
+            f"config {source}: {problem_count} {noun}; it does not load, so the jobs its "
+            "templates render were not checked yet"
+        )
     if problem_count:
-        noun = "problem" if problem_count == 1 else "problems"
-        return f"config {config.source}: {problem_count} {noun}"
+        return f"config {source}: {problem_count} {noun}"
     return f"config OK: {len(config.routes)} routes, {len(config.templates)} templates"
 
 
-def _problem_document(problem: TemplateProblem) -> dict[str, str]:
-    return {"where": problem.where, **_violation_document(problem.violation)}
+def _validate_document(
+    source: str, config: Config | None, report: list[_LintLine], *, error: str | None = None
+) -> dict[str, Any]:
+    """The --json verdict: the same problems as the text, and the same shape whatever failed."""
+    return {
+        "ok": config is not None and not report,
+        "config": source,
+        "loaded": config is not None,
+        "routes": len(config.routes) if config is not None else None,
+        "templates": len(config.templates) if config is not None else None,
+        "error": error,
+        "problems": [
+            {
+                "path": line.path,
+                "rule": line.rule,
+                "message": line.message,
+                "kind": line.kind,
+                "field": line.field,
+                "placements": list(line.placements),
+            }
+            for line in report
+        ],
+    }
 
 
 # --- plan ------------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from typing import Any
 from shared.config.durations import describe_duration
 from shared.config.fields import read_int, read_mapping, read_number, read_text_list
 from shared.config.model import FlexStartPlacement, Guards, Placement, Template
+from shared.config.origins import user_path
 from shared.config.placements import REGION, REGION_RULE
 from shared.config.problems import Problems, child
 
@@ -31,6 +32,13 @@ GUARD_KEYS = frozenset(
     {"image_prefixes", "service_accounts", "regions", "max_gpus_per_job", "max_gpu_hours_per_job"}
 )
 IMAGE_FIELDS = (("containerSpec", "imageUri"), ("pythonPackageSpec", "executorImageUri"))
+# The ids of the shared.validation.Rule each check shares with the rendered job's check, as text:
+# shared.config imports nothing from shared.validation (a test keeps the two equal).
+GUARD_IMAGE = "guard-image"
+GUARD_SERVICE_ACCOUNT = "guard-service-account"
+GUARD_REGION = "guard-region"
+GUARD_GPUS = "guard-gpus"
+GUARD_GPU_HOURS = "guard-gpu-hours"
 
 
 def read_guards(value: object, path: str, problems: Problems) -> Guards:
@@ -72,31 +80,39 @@ def read_guards(value: object, path: str, problems: Problems) -> Guards:
 def check_template(
     template: Template, guards: Guards, default_region: str, path: str, problems: Problems
 ) -> None:
-    """Record every guard the template breaks as written (before any parameter is filled)."""
-    for where, image in _images(template.job_spec):
+    """Record every guard the template breaks as written (before any parameter is filled).
+
+    Each problem is named where the user wrote the value (``origins.user_path``) and carries
+    the rule id the rendered job's check uses. A value the loader could not read was judged as
+    missing here: a problem already recorded at its key is the root cause, so none is added.
+    """
+    for field, image in _images(template.job_spec):
         if guards.image_prefixes and not image.startswith(guards.image_prefixes):
-            problems.add(
-                child(path, where),
+            problems.add_root_cause(
+                user_path(template, field),
                 f"image {image!r} is outside guards.image_prefixes; "
                 f"use an image under {', '.join(guards.image_prefixes)} or add its "
                 "prefix to the guard",
+                rule=GUARD_IMAGE,
             )
     account = template.job_spec.get("serviceAccount")
     if guards.service_accounts and account not in guards.service_accounts:
-        problems.add(
-            child(path, "service_account"),
+        problems.add_root_cause(
+            user_path(template, "jobSpec.serviceAccount"),
             f"{account or 'no service account'} is not "
             f"in guards.service_accounts; set service_account to one of "
             f"{', '.join(guards.service_accounts)}",
+            rule=GUARD_SERVICE_ACCOUNT,
         )
     for index, placement in enumerate(template.placements):
         region = placement.region or default_region
         if guards.regions and region not in guards.regions:
-            problems.add(
-                f"{child(path, 'placement')}[{index}]",
+            problems.add_root_cause(
+                user_path(template, "region", index),
                 f"region {region} is outside "
                 f"guards.regions; use one of {', '.join(guards.regions)} or widen the "
                 "guard",
+                rule=GUARD_REGION,
             )
     _check_gpus(template, guards, path, problems)
 
@@ -111,23 +127,27 @@ def _check_gpus(template: Template, guards: Guards, path: str, problems: Problem
             f"asks for {most_gpus} GPUs in one job (accelerators x replicas, on its "
             f"largest placement), over guards.max_gpus_per_job = "
             f"{guards.max_gpus_per_job}; use fewer replicas or accelerators",
+            rule=GUARD_GPUS,
         )
     if guards.max_gpu_hours_per_job is None or not most_gpus:
         return
+    timeout_path = user_path(template, "jobSpec.scheduling.timeout")
     if template.timeout is None:
-        problems.add(
-            child(path, "timeout"),
+        problems.add_root_cause(
+            timeout_path,
             "is required while guards.max_gpu_hours_per_job is "
             "set: without it a job may run 7 days; set e.g. timeout: 48h",
+            rule=GUARD_GPU_HOURS,
         )
         return
     gpu_hours = most_gpus * template.timeout / timedelta(hours=1)
     if gpu_hours > guards.max_gpu_hours_per_job:
         problems.add(
-            child(path, "timeout"),
+            timeout_path,
             f"{most_gpus} GPUs for {describe_duration(template.timeout)} is "
             f"{gpu_hours:g} GPU-hours, over guards.max_gpu_hours_per_job = "
             f"{guards.max_gpu_hours_per_job:g}; shorten the timeout or use fewer GPUs",
+            rule=GUARD_GPU_HOURS,
         )
 
 
@@ -145,9 +165,9 @@ def gpus_per_job(job_spec: Mapping[str, Any], placement: Placement) -> int:
 
 
 def _images(job_spec: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
-    """``(key path, image)`` of every worker pool's container or executor image."""
+    """``(CustomJob field path, image)`` of every worker pool's container or executor image."""
     for index, pool in enumerate(job_spec.get("workerPoolSpecs") or ()):
         for section, key in IMAGE_FIELDS:
             image = (pool.get(section) or {}).get(key)
             if image:
-                yield f"job_spec.workerPoolSpecs[{index}].{section}.{key}", image
+                yield f"jobSpec.workerPoolSpecs[{index}].{section}.{key}", image

@@ -21,6 +21,7 @@ from typing import Any
 
 from shared.config.fields import describe, read_duration, read_mapping, read_text
 from shared.config.model import FlexStartPlacement, PersistentResourcePlacement, Placement
+from shared.config.origins import file_fields
 from shared.config.problems import Problems, child, item
 
 CUSTOM_JOB_SPEC_KEYS = frozenset(
@@ -54,6 +55,8 @@ class ImportedJob:
     strategy: str | None = None
     max_wait: timedelta | None = None
     persistent_resource_id: str | None = None
+    # the CustomJob paths the file sets itself (origins.file_fields), to name them in the file
+    fields: frozenset[str] = frozenset()
 
 
 def import_gcloud_config(document: object, path: str, problems: Problems) -> ImportedJob | None:
@@ -84,6 +87,8 @@ def import_rest_body(document: object, path: str, problems: Problems) -> Importe
         strategy=imported.strategy,
         max_wait=imported.max_wait,
         persistent_resource_id=imported.persistent_resource_id,
+        fields=imported.fields
+        | {key for key in ("displayName", "labels") if body.get(key) is not None},
     )
 
 
@@ -165,6 +170,7 @@ def _import_job_spec(document: object, path: str, problems: Problems) -> Importe
         strategy=strategy,
         max_wait=max_wait,
         persistent_resource_id=None if resource_id is None else str(resource_id),
+        fields=file_fields(spec),
     )
 
 

@@ -133,6 +133,31 @@ class RetryPolicy:
     )
 
 
+class TemplateForm(enum.Enum):
+    """How a template's job was written, which decides how a job field is named to its user."""
+
+    WORKER_POOLS = "worker_pools"  # the friendly form: worker_pools[i].image, ...
+    GCLOUD_CONFIG = "gcloud_config"  # a gcloud --config file: gcloud_config(FILE).workerPoolSpecs
+    REST_BODY = "rest_body"  # a REST body file: rest_body(FILE).jobSpec.workerPoolSpecs
+    JOB_SPEC = "job_spec"  # a raw job spec (a Template built in code): job_spec.workerPoolSpecs
+
+
+@dataclass(frozen=True)
+class TemplateOrigin:
+    """Where the user wrote a template's job, so that a problem names the key they wrote.
+
+    ``shared.config.origins.user_path`` reads it; the loader fills it in.
+    """
+
+    path: str  # the template's own key path, e.g. templates.resnet-a100
+    form: TemplateForm = TemplateForm.JOB_SPEC
+    spec_path: str = ""  # key path of the job spec: ...gcloud_config(FILE), ...rest_body(F).jobSpec
+    body_path: str = ""  # key path of a REST body file (displayName, labels): ...rest_body(FILE)
+    written: frozenset[str] = frozenset()  # the template keys the user wrote (timeout, ...)
+    # REST fields the file sets itself, as CustomJob paths: jobSpec.serviceAccount, displayName...
+    file_fields: frozenset[str] = frozenset()
+
+
 @dataclass(frozen=True)
 class Template:
     """A CustomJob to build: a job spec in REST JSON shape, with ``{param}`` placeholders."""
@@ -145,6 +170,8 @@ class Template:
     labels: Mapping[str, str] = field(default_factory=dict)
     timeout: timedelta | None = None
     retry: RetryPolicy = RetryPolicy()
+    # where the user wrote it, for messages; None for a template built in code (a raw job spec)
+    origin: TemplateOrigin | None = field(default=None, compare=False, repr=False)
 
 
 DEFAULT_JOB_EVENTS_TOPIC_ID = "vertex-dispatch-job-events"

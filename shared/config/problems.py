@@ -13,13 +13,17 @@ from dataclasses import dataclass
 
 from shared.errors import ConfigError
 
+# The rule a problem found while reading the config breaks, unless it names another (a guard).
+CONFIG_RULE = "config"
+
 
 @dataclass(frozen=True)
 class Problem:
-    """One thing wrong with the configuration: where, and what to change."""
+    """One thing wrong with the configuration: where, which rule, and what to change."""
 
     path: str  # the key path, e.g. "routes[2].gcs.bucket"; "" for the document itself
     message: str  # the rule broken and the fix, as one or two sentences
+    rule: str = CONFIG_RULE  # "config", or the validation rule id it shares (guard-image, ...)
 
     def __str__(self) -> str:
         return f"{self.path or '(top level)'}: {self.message}"
@@ -42,8 +46,25 @@ class Problems:
     def __init__(self) -> None:
         self._found: list[Problem] = []
 
-    def add(self, path: str, message: str) -> None:
-        self._found.append(Problem(path, message))
+    def add(self, path: str, message: str, *, rule: str = CONFIG_RULE) -> None:
+        self._found.append(Problem(path, message, rule))
+
+    def add_root_cause(self, path: str, message: str, *, rule: str = CONFIG_RULE) -> None:
+        """Add a problem unless one is already recorded at ``path`` or inside it.
+
+        For checks that judge a value read earlier: when that value could not be read (a
+        ``timeout: 2 days``), the check saw it as missing, and its complaint is only noise
+        after the real one.
+        """
+        if not self.reported(path):
+            self.add(path, message, rule=rule)
+
+    def reported(self, path: str) -> bool:
+        """Whether a problem is recorded at key ``path`` or at a key inside it."""
+        return any(
+            found.path == path or found.path.startswith((f"{path}.", f"{path}[", f"{path}("))
+            for found in self._found
+        )
 
     def __len__(self) -> int:
         return len(self._found)

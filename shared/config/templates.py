@@ -20,7 +20,8 @@ from shared.config.importers import (
     import_gcloud_config,
     import_rest_body,
 )
-from shared.config.model import Placement, Template
+from shared.config.model import Placement, Template, TemplateForm
+from shared.config.origins import template_origin
 from shared.config.placeholders import (
     BUILTIN_NAMES,
     FILLED_FIELDS_HINT,
@@ -109,6 +110,15 @@ def read_template(
     retry = read_retry_policy(spec.get("retry"), child(path, "retry"), problems)
     if placements is None:
         return None
+    form = next(TemplateForm(key) for key in SPEC_SOURCES if spec.get(key) is not None)
+    origin = template_origin(
+        path,
+        form,
+        (key for key, written in spec.items() if written is not None),
+        spec_path=imported.spec_origin,
+        body_path=imported.origin if form is TemplateForm.REST_BODY else "",
+        file_fields=imported.fields,
+    )
     return Template(
         name=name,
         display_name=display_name,
@@ -118,6 +128,7 @@ def read_template(
         labels=labels,
         timeout=timeout,
         retry=retry,
+        origin=origin,
     )
 
 

@@ -1,16 +1,21 @@
 """Linting a whole config for ``vertex-dispatch validate``: ``check_templates``.
 
 Every template is rendered for every placement of its chain with sample parameters and checked
-with ``validate_spec``; nothing live is read. Each problem is a ``TemplateProblem`` that names the
-template and placement.
+with ``validate_spec``; nothing live is read. Each problem is a ``TemplateProblem`` named at the
+key the user wrote (``shared.config.origins.user_path``): ``worker_pools[0].accelerator.type``
+for the friendly form, ``gcloud_config(FILE).workerPoolSpecs[0]...`` for a file. A problem that
+holds on several placements of the chain is reported once, listing them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
 from shared.config.model import Config, Template
+from shared.config.origins import origin_of, user_path
+from shared.config.problems import child, item
 from shared.errors import InvalidJobSpec
 from shared.jobspec import placeholders, render_job
 from shared.validation.compose import validate_spec
@@ -21,13 +26,37 @@ LINT_RUN_ID: Final = "r-000000000000000000000000"
 
 @dataclass(frozen=True)
 class TemplateProblem:
-    """A violation found while linting: which template and which placement of its chain."""
+    """A violation found while linting: where the user wrote it, and on which placements."""
 
-    where: str  # e.g. templates.resnet-a100.placement[1]
-    violation: Violation
+    path: str  # the user's key, e.g. templates.resnet-a100.worker_pools[0].accelerator.type
+    violation: Violation  # its field is the rendered job's REST path
+    placements: tuple[int, ...] = ()  # the chain's placements it holds on; () for the template
+    every_placement: bool = True  # holds on every placement: a property of the template
+
+    @property
+    def rule(self) -> str:
+        return str(self.violation.rule)
+
+    @property
+    def message(self) -> str:
+        """The violation's message, and the placements it holds on when that is not plain."""
+        return self.violation.message + self.placement_note
+
+    @property
+    def placement_note(self) -> str:
+        """`` (on placement[1], placement[2])`` when only some placements break the rule.
+
+        Left out when the path already names the placement, or every placement breaks it.
+        """
+        if self.every_placement or not self.placements:
+            return ""
+        entries = [f"placement[{index}]" for index in self.placements]
+        if len(entries) == 1 and f".{entries[0]}" in self.path:
+            return ""
+        return f" (on {', '.join(entries)})"
 
     def __str__(self) -> str:
-        return f"{self.where}: {self.violation}"
+        return f"{self.path}: {self.rule}: {self.message}"
 
 
 def check_templates(config: Config) -> list[TemplateProblem]:
@@ -44,25 +73,17 @@ def check_templates(config: Config) -> list[TemplateProblem]:
 
 
 def _check_template(config: Config, template: Template) -> list[TemplateProblem]:
-    where = f"templates.{template.name}"
     try:
         samples = {name: f"sample-{name}" for name in placeholders(template)}
     except InvalidJobSpec as error:
+        where = user_path(template, "jobSpec")
         return [TemplateProblem(where, Violation("jobSpec", Rule.JOB_SPEC, str(error)))]
     if not template.placements:
-        return [
-            TemplateProblem(
-                where,
-                Violation(
-                    "placement",
-                    Rule.PLACEMENT,
-                    "the template has no placement; add persistent_resource or flex_start",
-                ),
-            )
-        ]
-    problems = []
+        where = child(origin_of(template).path, "placement")
+        message = "the template has no placement; add persistent_resource or flex_start"
+        return [TemplateProblem(where, Violation("placement", Rule.PLACEMENT, message))]
+    found: list[tuple[int, str, Violation]] = []
     for index, placement in enumerate(template.placements):
-        place = f"{where}.placement[{index}]"
         try:
             rendered = render_job(
                 template,
@@ -74,10 +95,22 @@ def _check_template(config: Config, template: Template) -> list[TemplateProblem]
                 attempt=1,
             )
         except InvalidJobSpec as error:
-            problems.append(TemplateProblem(place, Violation("jobSpec", Rule.JOB_SPEC, str(error))))
+            where = item(child(origin_of(template).path, "placement"), index)
+            found.append((index, where, Violation("jobSpec", Rule.JOB_SPEC, str(error))))
             continue
         violations = validate_spec(
             rendered.custom_job, placement, config.guards, region=rendered.region
         )
-        problems.extend(TemplateProblem(place, violation) for violation in violations)
-    return problems
+        found += [(index, user_path(template, v.field, index), v) for v in violations]
+    return _merge(found, len(template.placements))
+
+
+def _merge(found: Iterable[tuple[int, str, Violation]], chain: int) -> list[TemplateProblem]:
+    """One problem per path and violation, with the placements it holds on, in first-seen order."""
+    placements: dict[tuple[str, Violation], list[int]] = {}
+    for index, path, violation in found:
+        placements.setdefault((path, violation), []).append(index)
+    return [
+        TemplateProblem(path, violation, tuple(indices), every_placement=len(indices) == chain)
+        for (path, violation), indices in placements.items()
+    ]

@@ -278,8 +278,10 @@ def test_validate_json_of_the_example_config(capsys: pytest.CaptureFixture[str])
     assert json.loads(capsys.readouterr().out) == {
         "ok": True,
         "config": EXAMPLE_CONFIG,
+        "loaded": True,
         "routes": 7,
         "templates": 5,
+        "error": None,
         "problems": [],
     }
 
@@ -290,11 +292,13 @@ def test_validate_a_config_whose_job_breaks_a_rule(
     config = tmp_path / "k80.yaml"
     config.write_text(K80_FLEX_CONFIG)
     status = main(["validate", "--config", str(config)])
-    lines = capsys.readouterr().out.splitlines()
+    captured = capsys.readouterr()
+    lines = captured.out.splitlines()
     assert status == 1
+    assert captured.err == ""
     assert lines[0].startswith(
-        "templates.k80-flex.placement[0]: jobSpec.workerPoolSpecs[0].machineSpec.acceleratorType: "
-        "flex-start-gpu: FLEX_START serves only"
+        "templates.k80-flex.worker_pools[0].accelerator.type: flex-start-gpu: "
+        "FLEX_START serves only"
     )
     assert lines[-1] == f"config {config}: 1 problem"
 
@@ -319,26 +323,43 @@ BROKEN_CONFIGS = [
 
 
 @pytest.mark.parametrize(("text", "key_path"), BROKEN_CONFIGS)
-@pytest.mark.parametrize("command", ["validate", "plan"])
-def test_a_broken_config_exits_1_naming_the_key_path(
-    capsys: pytest.CaptureFixture[str],
-    tmp_path: Path,
-    write_json,
-    text: str,
-    key_path: str,
-    command: str,
+def test_plan_of_a_broken_config_exits_1_naming_the_key_path(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, write_json, text: str, key_path: str
 ) -> None:
     config = tmp_path / "broken.yaml"
     config.write_text(text)
-    args = [command, "--config", str(config)]
-    if command == "plan":
-        args += ["--event", write_json(MARKER_EVENT)]
-    status = main(args)
+    status = main(["plan", "--config", str(config), "--event", write_json(MARKER_EVENT)])
     captured = capsys.readouterr()
     assert status == 1
     assert captured.out == ""
-    assert captured.err.startswith(f"vertex-dispatch {command}: error: config {config} has ")
+    assert captured.err.startswith(f"vertex-dispatch plan: error: config {config} has ")
     assert key_path in captured.err
+
+
+@pytest.mark.parametrize(("text", "key_path"), BROKEN_CONFIGS)
+def test_validate_reports_a_config_that_does_not_load_like_a_broken_rule(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, text: str, key_path: str
+) -> None:
+    """One format for both: PATH: RULE: MESSAGE on stdout, a summary, exit 1."""
+    config = tmp_path / "broken.yaml"
+    config.write_text(text)
+    status = main(["validate", "--config", str(config)])
+    captured = capsys.readouterr()
+    *problems, summary = captured.out.splitlines()
+    assert status == 1
+    assert captured.err == ""
+    assert [line.partition(": config: ")[0] for line in problems] == [key_path]
+    assert summary.startswith(f"config {config}: 1 problem; it does not load")
+
+
+def test_validate_names_a_problem_of_the_whole_document_top_level(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    config = tmp_path / "broken.yaml"
+    config.write_text("project: [acme-ml\n")
+    assert main(["validate", "--config", str(config)]) == 1
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith("(top level): config: YAML syntax error at line 2")
 
 
 def test_validate_json_of_a_broken_config_lists_each_problem(
@@ -349,15 +370,57 @@ def test_validate_json_of_a_broken_config_lists_each_problem(
     assert main(["validate", "--config", str(config), "--json"]) == 1
     document = json.loads(capsys.readouterr().out)
     assert document["ok"] is False
-    assert [p["path"] for p in document["config_problems"]] == [
-        "templates.k80-flex.placement[0].flex_start.max_wait"
-    ]
+    assert document["loaded"] is False
+    assert document["routes"] is None and document["error"] is None
+    [problem] = document["problems"]
+    assert problem == {
+        "path": "templates.k80-flex.placement[0].flex_start.max_wait",
+        "rule": "config",
+        "message": problem["message"],
+        "kind": "invalid",
+        "field": None,
+        "placements": [],
+    }
+    assert "not a duration" in problem["message"]
+
+
+def test_validate_json_of_a_broken_rule_has_the_same_keys(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    config = tmp_path / "k80.yaml"
+    config.write_text(K80_FLEX_CONFIG)
+    assert main(["validate", "--config", str(config), "--json"]) == 1
+    document = json.loads(capsys.readouterr().out)
+    assert (document["ok"], document["loaded"], document["templates"]) == (False, True, 1)
+    [problem] = document["problems"]
+    assert problem == {
+        "path": "templates.k80-flex.worker_pools[0].accelerator.type",
+        "rule": "flex-start-gpu",
+        "message": problem["message"],
+        "kind": "invalid",
+        "field": "jobSpec.workerPoolSpecs[0].machineSpec.acceleratorType",
+        "placements": [0],
+    }
 
 
 def test_validate_a_missing_config_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     missing = tmp_path / "nowhere.yaml"
     assert main(["validate", "--config", str(missing)]) == 1
-    assert f"config file {missing} does not exist" in capsys.readouterr().err
+    captured = capsys.readouterr()
+    assert captured.out == ""  # nothing to report on: the command itself failed
+    assert captured.err.startswith(
+        f"vertex-dispatch validate: error: config file {missing} does not exist"
+    )
+
+
+def test_validate_json_of_a_missing_config_file(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    missing = tmp_path / "nowhere.yaml"
+    assert main(["validate", "--config", str(missing), "--json"]) == 1
+    document = json.loads(capsys.readouterr().out)
+    assert (document["ok"], document["loaded"], document["problems"]) == (False, False, [])
+    assert document["error"].startswith(f"config file {missing} does not exist")
 
 
 def test_validate_needs_a_config(capsys: pytest.CaptureFixture[str]) -> None:

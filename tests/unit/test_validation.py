@@ -521,8 +521,126 @@ def test_check_templates_names_template_and_placement() -> None:
         templates={"resnet": good, "typo": broken},
     )
     problems = check_templates(config)
-    assert [(p.where, p.violation.rule) for p in problems] == [
-        ("templates.resnet.placement[1]", Rule.GUARD_REGION),
-        ("templates.typo", Rule.JOB_SPEC),
+    # templates built in code are raw job specs: their job fields are named under job_spec
+    assert [(p.path, p.violation.rule, p.placements) for p in problems] == [
+        ("templates.resnet.placement[1].flex_start.region", Rule.GUARD_REGION, (1,)),
+        ("templates.typo.job_spec", Rule.JOB_SPEC, ()),
     ]
     assert "machineTyp" in str(problems[1])
+
+
+# --- linting a loaded config: problems named at the user's keys ------------------------------
+
+LINT_CONFIG = """project: acme-ml
+region: us-central1
+alerts_topic: training-alerts
+routes:
+  - name: requests
+    pubsub: {attributes: {kind: train}}
+templates:
+  t:
+    worker_pools:
+      - machine_type: a2-highgpu-1g
+        accelerator: {type: NVIDIA_TESLA_A100, count: 1}
+        image: us-docker.pkg.dev/acme-ml/train/x:1
+    timeout: 2h
+    placement:
+      - persistent_resource: a100-pool
+      - flex_start: {max_wait: 2h}
+      - flex_start: {max_wait: 1h, region: us-east4}
+  g:
+    gcloud_config: g.yaml
+"""
+GCLOUD_FILE = """workerPoolSpecs:
+  machineSpec: {machineType: a2-highgpu-1g, acceleratorType: NVIDIA_TESLA_A100, acceleratorCount: 1}
+  replicaCount: 1
+  containerSpec: {imageUri: us-docker.pkg.dev/acme-ml/train/x:1}
+scheduling: {strategy: FLEX_START, maxWaitDuration: 7200s, timeout: 2h}
+"""
+POOL_0 = "templates.t.worker_pools[0]"
+IN_FILE = "templates.g.gcloud_config(g.yaml)"
+K80 = "{type: NVIDIA_TESLA_K80, count: 1}"
+LINT_CASES = [
+    # a rule only the flex_start placements break: once, naming them
+    pytest.param(
+        [("a2-highgpu-1g", "n1-standard-4"), ("{type: NVIDIA_TESLA_A100, count: 1}", K80)],
+        "",
+        [(f"{POOL_0}.accelerator.type", Rule.FLEX_START_GPU, " (on placement[1], placement[2])")],
+        id="friendly-pool-on-two-placements",
+    ),
+    # a rule every placement breaks: once, as the template's
+    pytest.param(
+        [("        image: us", "        replicas: 2\n        image: us")],
+        "",
+        [(f"{POOL_0}.replicas", Rule.FIRST_POOL_REPLICAS, "")],
+        id="friendly-pool-on-every-placement",
+    ),
+    pytest.param(
+        [("timeout: 2h\n", "timeout: 8d\n")],
+        "",
+        [("templates.t.timeout", Rule.FLEX_START_TIMEOUT, " (on placement[1], placement[2])")],
+        id="template-key",
+    ),
+    pytest.param(
+        [
+            (
+                "{max_wait: 2h}",
+                "{max_wait: 2h, machine: {machine_type: n1-standard-4, accelerator: " + K80 + "}}",
+            )
+        ],
+        "",
+        [
+            (
+                "templates.t.placement[1].flex_start.machine.accelerator.type",
+                Rule.FLEX_START_GPU,
+                "",
+            )
+        ],
+        id="machine-override",
+    ),
+    pytest.param(
+        [],
+        "timeout: 2h}",
+        [(f"{IN_FILE}.scheduling.timeout", Rule.FLEX_START_TIMEOUT, "")],
+        id="gcloud-file-timeout",
+    ),
+    pytest.param(
+        [],
+        "acceleratorType: NVIDIA_TESLA_A100",
+        [
+            (
+                f"{IN_FILE}.workerPoolSpecs[0].machineSpec.acceleratorType",
+                Rule.MACHINE_ACCELERATOR,
+                "",
+            )
+        ],
+        id="gcloud-file-pool",
+    ),
+]
+FILE_BREAKS = {
+    "timeout: 2h}": "timeout: 8d}",
+    "acceleratorType: NVIDIA_TESLA_A100": "acceleratorType: NVIDIA_L4",
+}
+
+
+@pytest.mark.parametrize(("config_edits", "file_edit", "expected"), LINT_CASES)
+def test_check_templates_names_the_key_the_user_wrote(
+    config_edits: list[tuple[str, str]],
+    file_edit: str,
+    expected: list[tuple[str, Rule, str]],
+) -> None:
+    from shared.config.loader import parse_config
+
+    text = LINT_CONFIG
+    for old, new in config_edits:
+        assert old in text
+        text = text.replace(old, new)
+    files = {
+        "g.yaml": GCLOUD_FILE.replace(file_edit, FILE_BREAKS[file_edit])
+        if file_edit
+        else GCLOUD_FILE
+    }
+    config = parse_config(text, "lint.yaml", read_file=files.__getitem__)
+    problems = check_templates(config)
+    assert [(p.path, p.violation.rule, p.placement_note) for p in problems] == expected
+    assert all(str(p).startswith(f"{p.path}: {p.rule}: ") for p in problems)

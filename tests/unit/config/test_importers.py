@@ -175,7 +175,7 @@ def test_a_rest_body_gives_display_name_labels_and_timeout(tmp_path: Path) -> No
                 "workerPoolSpecs": [{**POOL, "containerSpec": {"imageUri": "docker.io/x/y"}}],
                 "persistentResourceId": "p",
             },
-            "templates.resnet.job_spec.workerPoolSpecs[0].containerSpec.imageUri",
+            f"{FILE}.workerPoolSpecs[0].containerSpec.imageUri",
             "outside guards.image_prefixes",
         ),
     ],

@@ -274,7 +274,7 @@ POOL = f"{T}.worker_pools[0]"
         (
             f"{POOL}.image",
             "docker.io/evil/miner:1",
-            f"{T}.job_spec.workerPoolSpecs[0].containerSpec.imageUri",
+            f"{POOL}.image",
             "outside guards.image_prefixes",
         ),
         (
@@ -287,7 +287,7 @@ POOL = f"{T}.worker_pools[0]"
         (
             f"{T}.placement[1].flex_start.region",
             "europe-west4",
-            f"{T}.placement[1]",
+            f"{T}.placement[1].flex_start.region",
             "outside guards.regions",
         ),
         (f"{POOL}.replicas", 9, T, "guards.max_gpus_per_job = 8"),
