@@ -49,6 +49,11 @@ from shared.config.loader import load_config
 from shared.config.model import Config, GcsRoute, ScheduleRoute
 
 EMULATORS = ("pubsub", "firestore", "storage", "vertex-ai")
+# Google: "About one minute after a job ends, Vertex AI sets the error code on the training job
+# object" ("Understand the custom training service"). The stack's Vertex AI emulator does so, so
+# the demo, the end-to-end tests and the soak all go through the late-error path
+# (shared/jobstate.py defers a FAILED job without its error).
+VERTEX_ERROR_DELAY = "60s"
 CONFIG_VARIABLE = "VERTEX_DISPATCH_CONFIG"
 STACK_LOG = "stack.log"
 
@@ -60,6 +65,9 @@ class StackSettings:
     dispatch_config: Path
     vertex_config: Path | None = None
     time_scale: float | None = None  # simulated seconds per real second in the Vertex AI emulator
+    # The emulator's `timings.error_delay`, in simulated time, overriding its config's; None
+    # keeps the config's (0 unless it sets one: the error comes with the FAILED state).
+    vertex_error_delay: str | None = VERTEX_ERROR_DELAY
     reconcile_every_seconds: float = 2.0
     storage_poll_seconds: float = 0.5
 
@@ -143,7 +151,12 @@ def start_local_stack(settings: StackSettings, log_dir: Path) -> LocalStack:
     log_dir.mkdir(parents=True, exist_ok=True)
     _log_stand_ins_to(log_dir / STACK_LOG)
     vertex = functools.partial(
-        start_vertex_ai_emulator, config=settings.vertex_config, time_scale=settings.time_scale
+        start_vertex_ai_emulator,
+        config=settings.vertex_config,
+        time_scale=settings.time_scale,
+        timings=None
+        if settings.vertex_error_delay is None
+        else {"error_delay": settings.vertex_error_delay},
     )
     emulators = start_emulators(EMULATORS, log_dir, launchers={"vertex-ai": vertex})
     functions: dict[str, FunctionServer] = {}

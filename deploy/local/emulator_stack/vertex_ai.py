@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,11 +64,13 @@ def start_vertex_ai_emulator(
     config: Path | None = None,
     time_scale: float | None = None,
     timeout_seconds: float = DEFAULT_START_TIMEOUT_SECONDS,
+    timings: Mapping[str, str] | None = None,
 ) -> VertexAIEmulator:
     """Start the Vertex AI emulator (free ports by default) and wait until both ports serve.
 
     ``config`` seeds its state (capacity, persistent resources, outcome rules); ``time_scale``
-    makes its simulated jobs run faster than real time.
+    makes its simulated jobs run faster than real time; ``timings`` (``{"error_delay": "60s"}``)
+    override the config's timings, also after a reset (``--timing NAME=DURATION``).
     """
     if not vertex_ai_emulator_available():
         raise PrerequisiteMissing(
@@ -91,6 +94,8 @@ def start_vertex_ai_emulator(
         command += ["--config", str(config)]
     if time_scale is not None:
         command += ["--time-scale", str(time_scale)]
+    for name, duration in (timings or {}).items():
+        command += ["--timing", f"{name}={duration}"]
     started = start_and_wait(
         "vertex-ai",
         command,

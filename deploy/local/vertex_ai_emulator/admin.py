@@ -46,6 +46,7 @@ class AdminApi:
             ("POST", "reset"): self._reset,
             ("GET", "state"): self._state,
             ("PUT", "capacity"): self._set_capacity,
+            ("PUT", "quota"): self._set_quota,
             ("PUT", "persistentResources"): self._put_persistent_resource,
             ("POST", "outcomes"): self._add_outcome_rule,
             ("DELETE", "outcomes"): self._clear_outcome_rules,
@@ -102,6 +103,18 @@ class AdminApi:
             body, {"region": _STRING, "acceleratorType": _STRING, "count": _INTEGER}
         )
         self._emulator.set_capacity(fields["region"], fields["acceleratorType"], fields["count"])
+        return fields
+
+    def _set_quota(self, query: Query, body: Any) -> dict[str, Any]:
+        fields = _require_object(body)
+        count = fields.get("count", "missing")
+        if count is not None and (isinstance(count, bool) or not isinstance(count, int)):
+            raise invalid_argument(
+                f"field 'count' must be an integer, or null to lift the limit, got {count!r}"
+            )
+        others = {name: value for name, value in fields.items() if name != "count"}
+        _require_fields(others, {"kind": _STRING, "region": _STRING, "acceleratorType": _STRING})
+        self._emulator.set_quota(fields["kind"], fields["region"], fields["acceleratorType"], count)
         return fields
 
     def _put_persistent_resource(self, query: Query, body: Any) -> dict[str, Any]:

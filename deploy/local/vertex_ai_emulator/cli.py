@@ -11,6 +11,7 @@ the interpreter's teardown of the aiplatform_v1 modules, which alone takes about
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
 import signal
@@ -20,7 +21,7 @@ from collections.abc import Sequence
 from types import FrameType
 from typing import NoReturn
 
-from vertex_ai_emulator.config import EmulatorConfig, load_config
+from vertex_ai_emulator.config import EmulatorConfig, load_config, timings_from_dict
 from vertex_ai_emulator.server import DEFAULT_HOST, EmulatorServer
 
 DEFAULT_REST_PORT = 8090
@@ -76,6 +77,14 @@ def build_parser() -> argparse.ArgumentParser:
         "time only by POST /emulator/v1/clock:advance (default: from the config, else 1)",
     )
     parser.add_argument(
+        "--timing",
+        action="append",
+        default=[],
+        metavar="NAME=DURATION",
+        help="override one of the config's timings, kept across resets; repeatable, e.g. "
+        "--timing error_delay=60s (names: provisioning, persistent_start, cancel, error_delay)",
+    )
+    parser.add_argument(
         "--log-level",
         choices=LOG_LEVELS,
         default="info",
@@ -92,7 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     _stop_on_signals(stop_requested)
     try:
         server = EmulatorServer(
-            _load_config(options.config),
+            _with_timings(_load_config(options.config), options.timing),
             host=options.host,
             rest_port=options.port,
             grpc_port=_grpc_port(options.port, options.grpc_port),
@@ -130,6 +139,20 @@ def _grpc_port(rest_port: int, grpc_port: int | None) -> int:
 
 def _load_config(path: str | None) -> EmulatorConfig | None:
     return load_config(path) if path is not None else None
+
+
+def _with_timings(config: EmulatorConfig | None, overrides: Sequence[str]) -> EmulatorConfig | None:
+    """The config with the `--timing NAME=DURATION` overrides applied (ConfigError if bad)."""
+    if not overrides:
+        return config
+    base = config or EmulatorConfig.default()
+    changes: dict[str, str] = {}
+    for override in overrides:
+        name, equals, duration = override.partition("=")
+        if not equals:
+            raise ValueError(f"--timing: expected NAME=DURATION, got {override!r}")
+        changes[name.strip()] = duration.strip()
+    return dataclasses.replace(base, timings=timings_from_dict(changes, base=base.timings))
 
 
 def _stop_on_signals(stop_requested: threading.Event) -> None:

@@ -19,6 +19,7 @@ from google.cloud import aiplatform_v1
 from vertex_ai_emulator.durations import parse_duration
 from vertex_ai_emulator.errors import ConfigError
 from vertex_ai_emulator.outcomes import Outcome, OutcomeRule
+from vertex_ai_emulator.quota import QuotaKind
 
 WHEN_FULL_CHOICES = ("queue", "reject")
 DEFAULT_UNLISTED_CAPACITY = 64
@@ -29,6 +30,7 @@ TOP_LEVEL_KEYS = frozenset(
         "capacity",
         "unlisted_capacity",
         "capacity_timeline",
+        "quota",
         "persistent_resources",
         "timings",
         "outcome_rules",
@@ -76,6 +78,8 @@ class EmulatorConfig:
     # emulator runs jobs; list a pair with 0 to simulate a stockout.
     unlisted_capacity: int = DEFAULT_UNLISTED_CAPACITY
     capacity_timeline: tuple[CapacityChange, ...] = ()
+    # {kind: {region: {accelerator: limit}}} (quota.py); what is not listed has no limit.
+    quota: Mapping[str, Mapping[str, Mapping[str, int]]] = field(default_factory=dict)
     # REST JSON of each resource; parsed on use so the config itself stays immutable.
     persistent_resources: tuple[str, ...] = ()
     timings: Timings = field(default_factory=Timings)
@@ -108,6 +112,7 @@ class EmulatorConfig:
                 raw.get("unlisted_capacity", DEFAULT_UNLISTED_CAPACITY), "unlisted_capacity"
             ),
             capacity_timeline=_timeline(raw.get("capacity_timeline", [])),
+            quota=_quota(raw.get("quota", {})),
             persistent_resources=_persistent_resources(raw.get("persistent_resources", [])),
             timings=timings_from_dict(raw.get("timings", {})),
             outcome_rules=tuple(
@@ -184,10 +189,10 @@ def _accelerator(raw: Any, where: str) -> str:
     return raw
 
 
-def _capacity(raw: Any) -> dict[str, dict[str, int]]:
+def _capacity(raw: Any, where_all: str = "capacity") -> dict[str, dict[str, int]]:
     capacity: dict[str, dict[str, int]] = {}
-    for region, per_accelerator in _mapping(raw, "capacity").items():
-        where = f"capacity.{region}"
+    for region, per_accelerator in _mapping(raw, where_all).items():
+        where = f"{where_all}.{region}"
         capacity[region] = {
             _accelerator(accelerator, f"{where}.{accelerator}"): _count(
                 count, f"{where}.{accelerator}"
@@ -195,6 +200,15 @@ def _capacity(raw: Any) -> dict[str, dict[str, int]]:
             for accelerator, count in _mapping(per_accelerator, where).items()
         }
     return capacity
+
+
+def _quota(raw: Any) -> dict[str, dict[str, dict[str, int]]]:
+    kinds = _mapping(raw, "quota")
+    allowed = [kind.value for kind in QuotaKind]
+    unknown = sorted(set(kinds) - set(allowed))
+    if unknown:
+        raise ConfigError(f"quota: unknown kind(s) {', '.join(unknown)}; allowed: {allowed}")
+    return {kind: _capacity(limits, f"quota.{kind}") for kind, limits in kinds.items()}
 
 
 def _timeline(raw: Any) -> tuple[CapacityChange, ...]:

@@ -40,8 +40,10 @@ from vertex_ai_emulator.placement import (
     Placement,
     gpu_demand,
     placement_of,
+    quota_kind_of,
     resource_pool_demand,
 )
+from vertex_ai_emulator.quota import GpuQuota, QuotaKind
 from vertex_ai_emulator.simulation import SimulatedJob, Simulation
 
 # The service's default when a FLEX_START job leaves scheduling.max_wait_duration unset.
@@ -105,6 +107,7 @@ class Emulator:
                 max_wait_seconds=_max_wait_seconds(job)
                 if placement == Placement.FLEX_START
                 else None,
+                quota_kind=quota_kind_of(job),
             )
             self._simulation.submit(simulated)
             return aiplatform_v1.CustomJob(job)
@@ -211,6 +214,7 @@ class Emulator:
                 "now": self._simulation.now.isoformat(),
                 "time_scale": self.clock.time_scale,
                 "capacity": self._capacity.snapshot(),
+                "quota": self._quota.snapshot(),
                 "queues": self._simulation.queues(),
                 "jobs": [
                     _describe_job(simulated)
@@ -237,6 +241,20 @@ class Emulator:
         with self._lock:
             self._catch_up()
             self._simulation.set_capacity(region, accelerator_type, count)
+
+    def set_quota(self, kind: str, region: str, accelerator_type: str, count: int | None) -> None:
+        """Limit the GPUs of a type that jobs of a quota `kind` (`on_demand`, `preemptible`)
+        may hold in a region; None lifts the limit. Waiting jobs that now fit start at once."""
+        if kind not in QuotaKind.__members__.values():
+            kinds = ", ".join(kind.value for kind in QuotaKind)
+            raise invalid_argument(f"{kind!r} is not a quota kind ({kinds}).")
+        if accelerator_type not in aiplatform_v1.AcceleratorType.__members__:
+            raise invalid_argument(f"{accelerator_type!r} is not an AcceleratorType name.")
+        if count is not None and count < 0:
+            raise invalid_argument(f"quota must not be negative, got {count}.")
+        with self._lock:
+            self._catch_up()
+            self._simulation.set_quota(QuotaKind(kind), region, accelerator_type, count)
 
     def put_persistent_resource(
         self, resource: aiplatform_v1.PersistentResource
@@ -303,6 +321,7 @@ class Emulator:
         config = self.config
         self._directory = ProjectDirectory(config.project_numbers)
         self._capacity = GpuCapacity(config.capacity, config.unlisted_capacity)
+        self._quota = GpuQuota(config.quota)
         self._resources = PersistentResources()
         self._outcome_rules = OutcomeRules(config.outcome_rules, config.default_outcome)
         self._operations: dict[str, operations_pb2.Operation] = {}
@@ -313,6 +332,7 @@ class Emulator:
             capacity=self._capacity,
             resources=self._resources,
             capacity_timeline=config.capacity_timeline,
+            quota=self._quota,
         )
         for resource in config.parsed_persistent_resources():
             self._store_persistent_resource(resource)
@@ -389,6 +409,7 @@ def _describe_job(simulated: SimulatedJob) -> dict[str, Any]:
         "placement": simulated.placement.value,
         "region": simulated.region,
         "gpus": simulated.gpu_demand,
+        "quota": simulated.quota_kind.value if simulated.quota_kind else None,
         "persistent_resource": simulated.persistent_resource,
         "pool_replicas": simulated.pool_demand,
         "outcome": simulated.outcome.to_dict(),

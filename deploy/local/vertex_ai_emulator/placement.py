@@ -11,12 +11,16 @@ from enum import StrEnum
 
 from google.cloud import aiplatform_v1
 
+from vertex_ai_emulator.quota import QuotaKind
+
 # The service's defaults for an unset disk_spec; a job and a resource pool that both leave it
 # unset (or set these values) match.
 DEFAULT_BOOT_DISK_TYPE = "pd-ssd"
 DEFAULT_BOOT_DISK_SIZE_GB = 100
 
 FLEX_START = aiplatform_v1.Scheduling.Strategy.FLEX_START
+# Strategies whose machines count against the region's preemptible GPU quota (quota.py).
+PREEMPTIBLE_STRATEGIES = frozenset({FLEX_START, aiplatform_v1.Scheduling.Strategy.SPOT})
 
 
 class Placement(StrEnum):
@@ -65,6 +69,16 @@ def placement_of(job: aiplatform_v1.CustomJob) -> Placement:
     if job.job_spec.scheduling.strategy == FLEX_START:
         return Placement.FLEX_START
     return Placement.ON_DEMAND
+
+
+def quota_kind_of(job: aiplatform_v1.CustomJob) -> QuotaKind | None:
+    """The GPU quota `job` counts against; None on a persistent resource, which holds its
+    machines already."""
+    if job.job_spec.persistent_resource_id:
+        return None
+    if job.job_spec.scheduling.strategy in PREEMPTIBLE_STRATEGIES:
+        return QuotaKind.PREEMPTIBLE
+    return QuotaKind.ON_DEMAND
 
 
 def is_placeholder_pool(index: int, pool: aiplatform_v1.WorkerPoolSpec) -> bool:

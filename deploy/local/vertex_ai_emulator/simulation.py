@@ -14,11 +14,14 @@ Lifecycle (create returns QUEUED; admission happens at the creation instant, on 
   PENDING for `timings.persistent_start`, then RUNNING.
 - anything else (on demand): GPUs free now -> PENDING -> RUNNING; else PENDING for
   `timings.provisioning`, then FAILED with a stockout (code 8). It never waits for capacity.
+- quota (quota.py), when limited: a job whose GPUs exceed the remaining quota of its kind stays
+  QUEUED (FIFO) until jobs end or the limit is raised; FLEX_START jobs wait for quota and
+  capacity at once, and their max wait runs meanwhile. On-demand jobs wait for quota only.
 - RUNNING lasts the chosen outcome's duration, then SUCCEEDED or FAILED (see outcomes.py).
 - cancel: CANCELLING now, CANCELLED `timings.cancel` later (code 1).
 - a FAILED job's `error` is set `timings.error_delay` after the end (0: with the state), as the
   real service sets it about a minute later; until then the job is FAILED with no error.
-A job holds its GPUs (or pool replicas) from the start of PENDING until it ends.
+A job holds its GPUs and quota (or pool replicas) from the start of PENDING until it ends.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from vertex_ai_emulator.names import ResourceName
 from vertex_ai_emulator.outcomes import Outcome, Result
 from vertex_ai_emulator.persistent import PersistentResources
 from vertex_ai_emulator.placement import Placement
+from vertex_ai_emulator.quota import GpuQuota, QuotaKind
 
 JobState = aiplatform_v1.JobState
 
@@ -102,6 +106,7 @@ class SimulatedJob:
     persistent_resource: str | None = None
     pool_demand: dict[str, int] = field(default_factory=dict)
     max_wait_seconds: float | None = None  # FLEX_START only; None waits forever
+    quota_kind: QuotaKind | None = None  # None: counts against no quota (persistent resource)
     pending_error: status_pb2.Status | None = None  # set on the job at its ERROR_SET event
 
     @property
@@ -136,6 +141,7 @@ class Simulation:
         capacity: GpuCapacity,
         resources: PersistentResources,
         capacity_timeline: tuple[CapacityChange, ...] = (),
+        quota: GpuQuota | None = None,
     ) -> None:
         self.now = start
         self.jobs: dict[str, SimulatedJob] = {}
@@ -143,6 +149,7 @@ class Simulation:
         self._reject_when_full = persistent_resource_when_full == "reject"
         self._capacity = capacity
         self._resources = resources
+        self._quota = quota or GpuQuota({})
         self._events: list[Event] = []
         self._sequence = itertools.count()
         self._queues: dict[str, list[str]] = {}
@@ -199,6 +206,11 @@ class Simulation:
         self._capacity.set_total(region, accelerator, total)
         self._start_waiting_jobs()
 
+    def set_quota(self, kind: QuotaKind, region: str, accelerator: str, limit: int | None) -> None:
+        """Change (None: lift) a GPU quota now; waiting jobs that now fit start at once."""
+        self._quota.set_limit(kind, region, accelerator, limit)
+        self._start_waiting_jobs()
+
     def start_waiting_jobs(self) -> None:
         """Start the waiting jobs that fit now (after a change made outside the simulation, such
         as a persistent resource put by an admin)."""
@@ -244,10 +256,7 @@ class Simulation:
         return simulated is None or simulated.state != STATE_EXPECTED_BY_EVENT[event.kind]
 
     def _admit(self, simulated: SimulatedJob) -> None:
-        if simulated.placement == Placement.ON_DEMAND:
-            if not self._capacity.fits(simulated.region, simulated.gpu_demand):
-                # No capacity now: the service tries to provision, then reports a stockout.
-                simulated.outcome = replace(simulated.outcome, result=Result.STOCKOUT)
+        if simulated.placement == Placement.ON_DEMAND and not self._must_wait(simulated):
             self._provision(simulated)
             return
         if self._must_reject_for_full_resource(simulated):
@@ -304,9 +313,20 @@ class Simulation:
             while queue and self._fits(self.jobs[queue[0]]):
                 self._provision(self.jobs[queue.pop(0)])
 
+    def _must_wait(self, simulated: SimulatedJob) -> bool:
+        # Others waiting before it (strict FIFO), or no room for it now.
+        queued = bool(self._queues.get(self._queue_key(simulated)))
+        return queued or not self._fits(simulated)
+
     def _fits(self, simulated: SimulatedJob) -> bool:
         if simulated.persistent_resource is not None:
             return self._resources.fits(simulated.persistent_resource, simulated.pool_demand)
+        kind = simulated.quota_kind
+        if kind is not None and not self._quota.fits(kind, simulated.region, simulated.gpu_demand):
+            return False
+        # An on-demand job waits for quota only: without free GPUs it stocks out (_provision).
+        if simulated.placement == Placement.ON_DEMAND:
+            return True
         return self._capacity.fits(simulated.region, simulated.gpu_demand)
 
     def _provision(self, simulated: SimulatedJob) -> None:
@@ -316,9 +336,16 @@ class Simulation:
             )
             delay = self._timings.persistent_start
         else:
-            # Only an on-demand job doomed to a stockout gets here without free GPUs.
             if self._capacity.fits(simulated.region, simulated.gpu_demand):
                 self._capacity.hold(simulated.key, simulated.region, simulated.gpu_demand)
+                if simulated.quota_kind is not None:
+                    self._quota.hold(
+                        simulated.key, simulated.quota_kind, simulated.region, simulated.gpu_demand
+                    )
+            else:
+                # Only an on-demand job gets here without free GPUs: the service tries to
+                # provision, then reports a stockout.
+                simulated.outcome = replace(simulated.outcome, result=Result.STOCKOUT)
             delay = self._timings.provisioning
         self._set_state(simulated, JobState.JOB_STATE_PENDING)
         self._schedule(self.now + timedelta(seconds=delay), EventKind.PROVISIONED, simulated.key)
@@ -328,7 +355,7 @@ class Simulation:
         return (
             self._reject_when_full
             and simulated.placement == Placement.PERSISTENT_RESOURCE
-            and (bool(self._queues.get(self._queue_key(simulated))) or not self._fits(simulated))
+            and self._must_wait(simulated)
         )
 
     def _reject_for_full_resource(self, simulated: SimulatedJob) -> None:
@@ -345,6 +372,9 @@ class Simulation:
         if simulated.persistent_resource is not None:
             return simulated.persistent_resource
         accelerators = ",".join(sorted(simulated.gpu_demand)) or "cpu"
+        if simulated.placement == Placement.ON_DEMAND:
+            # Waiting for quota only (FLEX_START jobs wait for GPUs too): a queue of its own.
+            return f"{simulated.region}/{accelerators} ({simulated.quota_kind} quota)"
         return f"{simulated.region}/{accelerators}"
 
     def _leave_queue(self, simulated: SimulatedJob) -> None:
@@ -361,6 +391,7 @@ class Simulation:
         error: status_pb2.Status | None = None,
     ) -> None:
         self._capacity.release(simulated.key)
+        self._quota.release(simulated.key)
         self._resources.release(simulated.key)
         delay = self._timings.error_delay
         if error is not None and state == JobState.JOB_STATE_FAILED and delay > 0:

@@ -13,9 +13,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from emulator_test_support import PARENT, build_clients, flex_start_job
+from emulator_test_support import PARENT, AdminApi, build_clients, flex_start_job
 from google.api_core import exceptions
 
+from emulator_stack.local_stack import StackSettings
+from emulator_stack.vertex_ai import start_vertex_ai_emulator
 from vertex_ai_emulator.server import EmulatorServer
 
 pytestmark = pytest.mark.integration
@@ -86,3 +88,41 @@ def test_a_busy_port_fails_the_start_with_os_error(busy):
         taken.listen()
         with pytest.raises(OSError):
             EmulatorServer(**{busy: taken.getsockname()[1]}).start()
+
+
+def test_timing_flags_from_the_stack_launcher_override_the_config_and_survive_reset(tmp_path):
+    # The local stack (demo, e2e, soak) starts its emulator this way, with Google's late error.
+    error_delay = StackSettings(tmp_path / "dispatch.yaml").vertex_error_delay
+    assert error_delay == "60s"
+    with start_vertex_ai_emulator(
+        tmp_path, config=EXAMPLE_CONFIG, time_scale=0, timings={"error_delay": error_delay}
+    ) as emulator:
+        admin = AdminApi(f"http://{emulator.address}")
+        assert admin.call("GET", "timings")["error_delay"] == 60.0
+        admin.call("PUT", "timings", {"error_delay": "0s"})
+        emulator.reset()
+        assert admin.call("GET", "timings") == {
+            "provisioning": 120.0,
+            "persistent_start": 5.0,
+            "cancel": 5.0,
+            "error_delay": 60.0,
+        }
+
+
+@pytest.mark.parametrize(
+    ("flag", "message"),
+    [
+        ("boot=1s", "timings: unknown key(s) boot"),
+        ("error_delay", "--timing: expected NAME=DURATION"),
+        ("error_delay=soon", "timings.error_delay"),
+    ],
+)
+def test_a_bad_timing_flag_exits_2_naming_it(flag, message):
+    finished = subprocess.run(
+        [sys.executable, "-m", "vertex_ai_emulator", "--port", "0", "--timing", flag],
+        capture_output=True,
+        text=True,
+        timeout=START_TIMEOUT_SECONDS,
+    )
+    assert finished.returncode == 2
+    assert message in finished.stderr

@@ -28,6 +28,7 @@ def test_example_config_loads_and_drives_an_emulator() -> None:
     )
     assert (config.timings.provisioning, config.timings.persistent_start) == (120, 5)
     assert config.timings.error_delay == 60
+    assert config.quota["preemptible"]["us-central1"]["NVIDIA_H100_80GB"] == 16
     assert config.outcome_rules[0].outcome.result == Result.USER_ERROR
     assert config.default_outcome.duration_seconds == 600
     assert config.time_scale == 60
