@@ -29,7 +29,7 @@ from shared.outcome import DispatchOutcome, DispatchResult
 from shared.triggers import JobRequest, RetryRequest, Trigger
 
 if TYPE_CHECKING:
-    from shared.ledger import Ledger, RunSnapshot
+    from shared.ledger import Ledger, Run, RunSnapshot
 
 logger = logging.getLogger(__name__)
 
@@ -132,31 +132,45 @@ def _start_run(services: Services, trigger: Trigger, match: routing.RouteMatch) 
 
 
 def _continue_run(services: Services, retry: RetryRequest) -> DispatchResult:
-    """A retry message: the next attempt of a run the ledger knows, validated like any request."""
-    snapshot = services.ledger.get_run(retry.run_id)
-    # The ledger says whether an operator allowed this attempt; a message's own say-so (its
-    # reason) is anyone's who may publish on the requests topic.
-    by_operator = snapshot is not None and snapshot.run.operator_grant == retry.attempt
-    problem = _retry_problem(services.config, snapshot, retry, by_operator=by_operator)
-    if problem is not None:
-        raise problem
-    assert snapshot is not None  # _retry_problem refuses a missing run
+    """A retry message: an attempt of a run the ledger knows, validated like any request.
+
+    An attempt already claimed is ``submit_attempt``'s to settle (a redelivery, or the
+    reconciler recovering an intent). A new one starts only if the run awaits it
+    (``submission.retry_awaited``); a retry the run does not await is acknowledged, no job.
+    """
     from shared.submission import retry_awaited
 
+    snapshot = services.ledger.get_run(retry.run_id)
+    if snapshot is None:
+        raise RetryRejected(
+            f"retry message names run {retry.run_id}, which is not in the ledger; only the "
+            "job-state function publishes retries, for runs it has read"
+        )
     run = snapshot.run
     labels = {"run_id": run.run_id, "route": run.route, "template": run.template}
-    if not retry_awaited(run, retry.attempt, by_operator=by_operator):
-        last = run.last_attempt
-        detail = (
-            f"run {run.run_id} is {run.status.value} (last attempt "
-            f"{last.number if last else 0}, job {last.job_name if last else None}): a retry for "
-            f"attempt {retry.attempt} is not awaited; acknowledged without a job"
-        )
-        log(logger, logging.WARNING, "retry not awaited", labels=labels, detail=detail)
-        return DispatchResult(DispatchOutcome.DUPLICATE, run.run_id, detail=detail)
     template = services.config.templates.get(run.template)
+    claimed = run.attempt(retry.attempt) is not None
+    # The ledger says whether an operator allowed this attempt; a message's own say-so (its
+    # reason) is anyone's who may publish on the requests topic.
+    by_operator = run.operator_grant == retry.attempt
+    if template is not None:
+        # A claimed attempt was within the budget (or granted) when it was claimed.
+        problem = _retry_problem(template, retry, within_budget=by_operator or claimed)
+        if problem is not None:
+            raise problem
+    if claimed:  # a redelivery, or the reconciler recovering an intent
+        if template is None:  # its job, if any, is the job-state function's to follow
+            return _not_awaited(run, retry, labels, "its template left the config")
+        return _submit(
+            services, snapshot, template, run.params, retry, labels, retry.attempt,
+            retry.placement_index,
+        )  # fmt: skip
+    if not retry_awaited(run, retry.attempt, by_operator=by_operator):
+        return _not_awaited(run, retry, labels, "the run does not await it")
     if template is None:
-        # Every later retry (the reconciler's included) would fail the same way: end the run.
+        if run.status.is_terminal():
+            return _not_awaited(run, retry, labels, "its template left the config")
+        # A waiting run: every later retry (the reconciler's included) would fail the same way.
         gone = RetryRejected(
             f"run {run.run_id} used template {run.template!r}, which the config no longer has; "
             f"restore the template, then `vertex-dispatch retry {run.run_id}`"
@@ -178,24 +192,28 @@ def _continue_run(services: Services, retry: RetryRequest) -> DispatchResult:
     )
 
 
+def _not_awaited(run: Run, retry: RetryRequest, labels: dict[str, str], why: str) -> DispatchResult:
+    last = run.last_attempt
+    detail = (
+        f"run {run.run_id} is {run.status.value} (last attempt {last.number if last else 0}, "
+        f"job {last.job_name if last else None}): a retry for attempt {retry.attempt} is "
+        f"acknowledged without a job: {why}"
+    )
+    log(logger, logging.WARNING, "retry not acted on", labels=labels, detail=detail)
+    return DispatchResult(DispatchOutcome.DUPLICATE, run.run_id, detail=detail)
+
+
 def _retry_problem(
-    config: Config, snapshot: RunSnapshot | None, retry: RetryRequest, *, by_operator: bool
+    template: Template, retry: RetryRequest, *, within_budget: bool
 ) -> RetryRejected | None:
-    """Why a retry message cannot be acted on, or None (an operator's is not budget-bound)."""
-    if snapshot is None:
-        return RetryRejected(
-            f"retry message names run {retry.run_id}, which is not in the ledger; only the "
-            "job-state function publishes retries, for runs it has read"
-        )
-    template = config.templates.get(snapshot.run.template)
-    if template is None:
-        return None  # the run's own problem, not the message's: _continue_run ends the run
+    """Why a retry message cannot be acted on, or None; ``within_budget`` lifts the attempt
+    budget (an operator's grant, an attempt already claimed)."""
     if retry.placement_index >= len(template.placements):
         return RetryRejected(
             f"retry of run {retry.run_id} asks for placement {retry.placement_index}, but "
             f"template {template.name} has {len(template.placements)}"
         )
-    if retry.attempt > template.retry.attempts and not by_operator:
+    if retry.attempt > template.retry.attempts and not within_budget:
         return RetryRejected(
             f"retry of run {retry.run_id} asks for attempt {retry.attempt}, over the "
             f"{template.retry.attempts} attempts template {template.name} allows"

@@ -259,15 +259,12 @@ def classify_job(job: aiplatform_v1.CustomJob, run: Run, attempt: Attempt | None
     the attempt's recorded placement (before the job's own), and whether we asked for the job's
     cancel (an operator or the watchdog: then its end is our cancel, not an expiry)."""
     from shared.outcomes import classify
-    from shared.reconcile import WatchdogReason
     from shared.reconcile_plan import flex_start_max_wait
 
     return classify(
         job,
         max_wait=flex_start_max_wait(job, attempt),
-        cancel_requested=(attempt is not None and attempt.cancel_requested_at is not None)
-        # Runs cancelled by the watchdog before attempts recorded cancel requests.
-        or WatchdogReason.OVERDUE_WAIT in run.alerts,
+        cancel_requested=attempt is not None and attempt.cancel_requested_at is not None,
     )
 
 

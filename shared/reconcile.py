@@ -287,16 +287,12 @@ class _Tick:
             vertex.cancel_custom_job(waited.job_name)
             self.cancels += 1
         except vertex.VertexRejected:
-            pass  # FAILED_PRECONDITION: it is cancelling or ended already, as we want
+            pass  # FAILED_PRECONDITION: it is cancelling or ended already (maybe by the service)
         except DispatchError as error:
             self._failed(f"cancelling {waited.job_name}", error, run.run_id)
             return
-        last = run.last_attempt
-        if last is not None and last.job_name == waited.job_name:
-            try:  # so that however the job ends, its end is read as our cancel
-                self.services.ledger.record_cancel_requested(run.run_id, last.number)
-            except DispatchError as error:  # the alert below marks the cancel as ours too
-                self._failed(f"recording the cancel of {waited.job_name}", error, run.run_id)
+        else:
+            self._note_cancel_requested(run, waited.job_name)
         self._alert_once(
             run,
             WatchdogReason.OVERDUE_WAIT,
@@ -315,6 +311,17 @@ class _Tick:
             ),
         )
 
+    def _note_cancel_requested(self, run: Run, job_name: str) -> None:
+        """So that however the job now ends short of success, its end is read as our cancel."""
+        last = run.last_attempt
+        if last is None or last.job_name != job_name:
+            return
+        try:
+            self.services.ledger.record_cancel_requested(run.run_id, last.number)
+        except DispatchError as error:
+            # Then a FAILED end may be retried by policy, an extra attempt, never a lost one.
+            self._failed(f"recording the cancel of {job_name}", error, run.run_id)
+
     def alert_stuck_intent(self, run: Run, intent: StuckIntent) -> None:
         self._alert_once(
             run,
@@ -322,7 +329,7 @@ class _Tick:
             message=(
                 f"attempt {intent.attempt} of run {run.run_id} has had no job for "
                 f"{age_text(intent.age)} although the reconciler asked dispatch to recover it "
-                "every tick since the intent lease expired"
+                "every 10 minutes since the intent lease expired"
             ),
             what_to_do=(
                 "read the dispatch function's logs for this run_id (a create that keeps failing, "

@@ -42,6 +42,7 @@ from contextlib import contextmanager
 
 import google.auth.exceptions
 import requests
+import urllib3
 from google.api_core import exceptions as api_exceptions
 from google.api_core import retry as api_retry
 
@@ -246,6 +247,15 @@ def _translated_errors(method: str, resource: str) -> Iterator[None]:
         raise OutcomeUnknown(
             f"Vertex AI {method} on {resource} sent no answer in time: {error}"
         ) from error
+    except requests.exceptions.ConnectionError as error:
+        if _cut_mid_exchange(error):
+            raise OutcomeUnknown(
+                f"Vertex AI {method} on {resource}: the connection was cut before the answer "
+                f"came: {error}"
+            ) from error
+        raise BackendUnavailable(
+            f"Vertex AI {method} on {resource} could not reach the service: {error}"
+        ) from error
     except (requests.exceptions.RequestException, google.auth.exceptions.TransportError) as error:
         raise BackendUnavailable(
             f"Vertex AI {method} on {resource} could not reach the service: {error}"
@@ -255,6 +265,13 @@ def _translated_errors(method: str, resource: str) -> Iterator[None]:
             f"Vertex AI {method} on {resource}: no usable credentials ({error}); run the "
             f"function as a service account that has {REQUIRED_ROLE}"
         ) from error
+
+
+def _cut_mid_exchange(error: requests.exceptions.ConnectionError) -> bool:
+    """A connection that broke after it was made (urllib3's ProtocolError, e.g. the server
+    closed it without answering), not one that never opened: the request may have been read."""
+    cause = error.args[0] if error.args else None
+    return isinstance(cause, urllib3.exceptions.ProtocolError)
 
 
 def _translated(error: api_exceptions.GoogleAPICallError, method: str, resource: str) -> Exception:

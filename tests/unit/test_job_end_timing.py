@@ -367,6 +367,12 @@ def running_run(status: RunStatus = RunStatus.RUNNING, **extra: Any) -> Run:
     )
 
 
+def cancel_requested(run: Run) -> Run:
+    """``run`` whose last attempt's job we asked to cancel (as the watchdog records it)."""
+    last = replace(run.attempts[-1], cancel_requested_at=DEADLINE)
+    return replace(run, attempts=(*run.attempts[:-1], last))
+
+
 def services_at(ledger: FakeLedger, now: datetime) -> Services:
     config = parse_config(yaml.safe_dump(CONFIG), "tests/job-end-timing.yaml")
     return Services(config, now=lambda: now, _ledger=ledger)  # type: ignore[arg-type]
@@ -446,12 +452,21 @@ RAN_END = CREATED + 30 * MINUTE
             id="cancelled-by-the-service-at-the-deadline-moves-on",
         ),
         pytest.param(
-            running_run(RunStatus.SUBMITTED, alerts=("watchdog_overdue_wait",)),
+            cancel_requested(running_run(RunStatus.SUBMITTED)),
             [(job(CANCELLED, CANCEL, ended=DEADLINE + MINUTE), DEADLINE + MINUTE)],
             [JobStateOutcome.DECIDED],
             RunStatus.CANCELLED,
             "cancelled",
             id="cancelled-by-our-watchdog-stays-cancelled",
+        ),
+        pytest.param(
+            # The watchdog cancelled attempt 1 long ago; this attempt nobody asked to cancel.
+            running_run(RunStatus.SUBMITTED, alerts=("watchdog_overdue_wait",)),
+            [(job(CANCELLED, CANCEL, ended=DEADLINE + MINUTE), DEADLINE + MINUTE)],
+            [JobStateOutcome.DECIDED],
+            RunStatus.WAITING_RETRY,
+            "capacity",
+            id="an-old-watchdog-alert-does-not-make-this-end-our-cancel",
         ),
         pytest.param(
             replace(

@@ -109,6 +109,29 @@ def test_an_operator_retry_reopens_a_cancelled_run_and_starts_its_next_attempt(
     assert len(world.creates(started.run_id)) == 2
 
 
+def test_a_replayed_operator_retry_does_not_reopen_the_run_its_attempt_ended(
+    operator_world: World,
+) -> None:
+    world = operator_world
+    started = world.request_run("flex-l4-starved")
+    for _ in range(2):  # attempt 1, then the operator's attempt 2, each cancelled and ended
+        assert main(["cancel", started.run_id, "--config", str(CONFIG)]) == 0
+        world.vertex.advance(60)
+        world.reconcile()
+        assert world.run(started.run_id).status.value == "CANCELLED"
+        if len(world.run(started.run_id).attempts) == 2:
+            break
+        assert main(["retry", started.run_id, "--config", str(CONFIG)]) == 0
+        operator_retry = world.retries.pull()
+        world.deliver_retries(operator_retry)
+
+    [replayed] = world.deliver_retries(operator_retry)  # the grant for attempt 2 is still there
+
+    assert replayed.outcome.value == "duplicate"
+    assert world.run(started.run_id).status.value == "CANCELLED"  # not reopened
+    assert len(world.creates(started.run_id)) == 2
+
+
 def test_a_forged_operator_retry_neither_reopens_a_run_nor_starts_a_job(
     operator_world: World,
 ) -> None:

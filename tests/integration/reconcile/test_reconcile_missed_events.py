@@ -195,3 +195,32 @@ def test_a_failed_end_read_before_its_error_is_decided_by_a_later_tick(world: Wo
     assert (late.ends_awaiting_error, late.decisions_made) == (0, 1)
     decision = world.run(started.run_id).attempts[0].decision
     assert decision is not None and "user_code" in decision["summary"]  # not "unknown"
+
+
+def test_a_retry_for_a_claimed_attempt_whose_template_left_the_config_ends_nothing(
+    world: World,
+) -> None:
+    # A redelivery (or an intent recovery) while a config deploy renamed the template: the
+    # attempt's job runs on, so the run must not be ended (its job would be orphaned).
+    from shared import retries as retry_messages
+    from shared.ledger import RetryPlan
+
+    started = world.request_run("flex-a100")
+    world.vertex.advance(2 * 60 + 1)  # running
+    world.reconcile()
+    requests_topic = world.services.config.requests_topic
+    assert requests_topic is not None
+    plan = RetryPlan(world.services.now(), 1, 0, "a redelivered recovery")
+    retry_messages.publish_retry(started.run_id, plan, requests_topic)
+    config = world.services.config
+    templates = {n: t for n, t in config.templates.items() if n != "flex-a100"}
+    without = replace(world.services, config=replace(config, templates=templates))
+
+    results = [
+        dispatch_event(m.cloud_event(topic("requests")), without)
+        for m in of_run(world.retries.pull(), started.run_id)
+    ]
+
+    assert [r.outcome for r in results] == [DispatchOutcome.DUPLICATE]
+    assert world.run(started.run_id).status is RunStatus.RUNNING
+    assert of_run(world.alerts.pull(), started.run_id) == []
