@@ -177,7 +177,18 @@ def _continue_run(services: Services, retry: RetryRequest) -> DispatchResult:
         )
         return _end_run(services, snapshot, retry, labels, gone)
     if by_operator and run.status.is_terminal():
-        snapshot = services.ledger.reopen(run.run_id)
+        from shared.actions import RETRY_REPUBLISH_AFTER
+        from shared.ledger import RetryPlan
+
+        # Should every delivery of this message fail (and dead-letter), the reconciler
+        # publishes the attempt again from then on: a reopened run is never left unmoved.
+        lost_after = RetryPlan(
+            services.now() + RETRY_REPUBLISH_AFTER,
+            retry.attempt,
+            retry.placement_index,
+            "operator retry, republished because its delivery did not claim the attempt",
+        )
+        snapshot = services.ledger.reopen(run.run_id, lost_after)
         run = snapshot.run
     log(logger, logging.INFO, "retry received", labels=labels, attempt=retry.attempt)
     return _submit(

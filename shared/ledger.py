@@ -261,9 +261,9 @@ class Ledger:
         at = self._clock()
         return self._apply(run_id, lambda run: with_cancel_requested(run, attempt_number, at))[0]
 
-    def reopen(self, run_id: str) -> RunSnapshot:
-        """Reopen a failed, rejected or cancelled run for an operator's retry."""
-        return self._apply(run_id, with_reopened)[0]
+    def reopen(self, run_id: str, next_retry: RetryPlan) -> RunSnapshot:
+        """Reopen a failed, rejected or cancelled run for an operator's retry ``next_retry``."""
+        return self._apply(run_id, lambda run: with_reopened(run, next_retry))[0]
 
     def grant_operator_attempt(self, run_id: str, attempt: int) -> RunSnapshot:
         """Allow the operator's retry ``attempt`` of the run (``vertex-dispatch retry``)."""
@@ -410,6 +410,9 @@ def default_ledger(project: str | None = None, collection: str = DEFAULT_COLLECT
 _IMMUTABLE_FIELDS = ("run_id", "run_key", "route", "template", "trigger", "params", "created_at")
 
 
+_RECORD_WRITES = frozenset({"create", "update"})
+
+
 @contextmanager
 def _translated_errors(operation: str, run_id: str) -> Iterator[None]:
     """Firestore errors as the error tree, except those the caller interprets itself."""
@@ -439,7 +442,10 @@ def _translated_errors(operation: str, run_id: str) -> Iterator[None]:
         # The client encodes a document before sending it and refuses, with these, values no
         # request can carry: an integer beyond int64, an empty map key (ValueError), maps nested
         # past protobuf's parser depth (DecodeError) or past Python's (RecursionError). Retrying
-        # the same record cannot help.
+        # the same record cannot help. A read encodes no record: there such an error (a closed
+        # channel is a ValueError too) says nothing about the data, so it is not a refusal.
+        if operation not in _RECORD_WRITES:
+            raise
         raise LedgerRejected(
             f"ledger {operation} of run {run_id} was refused by the Firestore client "
             f"({type(error).__name__}: {error}): the record holds a value Firestore cannot store"

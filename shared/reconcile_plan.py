@@ -18,6 +18,7 @@ from shared.aiplatform import CustomJob, JobState, Scheduling
 from shared.config.durations import parse_duration
 from shared.config.model import Template
 from shared.ledger import LIVE_STATUSES, Attempt, RetryPlan, Run, RunStatus
+from shared.runs import is_older_news
 from shared.submission import INTENT_LEASE
 
 WAITING_STATES = frozenset({JobState.JOB_STATE_QUEUED.name, JobState.JOB_STATE_PENDING.name})
@@ -158,6 +159,8 @@ def plan_tick(
         if job is None:
             unlisted.append(last.job_name)
             continue
+        if is_older_news(last, job.state.name):
+            continue  # listed before the end the ledger recorded: neither a change nor a wait
         if _changed(run, job):
             changes.append(StateChange(run.run_id, job.name, job.state.name))
         waited_too_long = _overdue_wait(run.run_id, job, last, now, grace)
@@ -167,18 +170,11 @@ def plan_tick(
 
 
 def _changed(run: Run, job: CustomJob) -> bool:
-    """The ledger has not seen the job's state, or saw it end but did not decide.
-
-    A live state listed for an attempt the ledger knows ended (terminal state, or decided) is
-    older news, not a change: the listing was made before the end was recorded.
-    """
+    """The ledger has not seen the job's state, or saw it end but did not decide (the caller
+    has set aside a listing older than the recorded end: ``runs.is_older_news``)."""
     last = run.last_attempt
     assert last is not None
     state = job.state.name
-    if not outcomes.is_terminal(state) and (
-        last.decision is not None or outcomes.is_terminal(last.state)
-    ):
-        return False
     if state != last.state:
         return True
     return outcomes.is_terminal(state) and last.decision is None and run.status in LIVE_STATUSES

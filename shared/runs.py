@@ -197,7 +197,7 @@ def with_job(
     """``run`` with attempt ``attempt_number``'s job and state; SUBMITTING becomes SUBMITTED.
 
     A live state of an attempt whose job is known to have ended (its state is terminal, or its
-    end is decided) is older news and leaves ``run`` unchanged: see ``_is_older_news``.
+    end is decided) is older news and leaves ``run`` unchanged: see ``is_older_news``.
     """
     attempt = run.attempt(attempt_number)
     if attempt is None:
@@ -210,7 +210,7 @@ def with_job(
             f"run {run.run_id} attempt {attempt_number} already has job {attempt.job_name}; "
             f"{job_name} would be a second job for one attempt: cancel one of them"
         )
-    if _is_older_news(attempt, state):
+    if is_older_news(attempt, state):
         return run
     updated = replace(
         attempt, job_name=job_name, state=state, error=error if error else attempt.error
@@ -233,7 +233,7 @@ def with_attempt_state(
         raise InvalidTransition(
             f"run {run.run_id} has no attempt {attempt_number}: claim the attempt first"
         )
-    if _is_older_news(attempt, state):
+    if is_older_news(attempt, state):
         return run
     updated = replace(attempt, state=state, error=error if error else attempt.error)
     return replace(
@@ -261,8 +261,9 @@ REOPENABLE_STATUSES = frozenset({RunStatus.FAILED, RunStatus.REJECTED, RunStatus
 """Final statuses an operator may reopen (``vertex-dispatch retry``); a success stays final."""
 
 
-def with_reopened(run: Run) -> Run:
-    """``run`` waiting for the next attempt an operator asked for; unchanged if already open."""
+def with_reopened(run: Run, next_retry: RetryPlan) -> Run:
+    """``run`` waiting for the attempt an operator asked for (``next_retry``, which the
+    reconciler republishes if the delivery that reopened the run is lost); unchanged if open."""
     if not run.status.is_terminal():
         return run
     if run.status not in REOPENABLE_STATUSES:
@@ -270,7 +271,7 @@ def with_reopened(run: Run) -> Run:
             f"run {run.run_id} is {run.status.value}: only a failed, rejected or cancelled run "
             "can be retried; start a new run with a new trigger instead"
         )
-    return replace(run, status=RunStatus.WAITING_RETRY, next_retry=None)
+    return replace(run, status=RunStatus.WAITING_RETRY, next_retry=next_retry)
 
 
 def with_operator_grant(run: Run, attempt: int) -> Run:
@@ -316,7 +317,7 @@ def with_observed_state(
     recorded = with_job(run, attempt_number, job_name, state, error)
     attempt = run.attempt(attempt_number)
     if attempt_number != recorded.attempts[-1].number or (
-        attempt is not None and _is_older_news(attempt, state)
+        attempt is not None and is_older_news(attempt, state)
     ):
         return recorded  # the run follows only its last attempt's job, and only forward
     status = _STATUS_OF_LIVE_JOB_STATE.get(state)
@@ -397,7 +398,7 @@ _STATUS_OF_LIVE_JOB_STATE: dict[str, RunStatus] = {
 }
 
 
-def _is_older_news(attempt: Attempt, state: str) -> bool:
+def is_older_news(attempt: Attempt, state: str) -> bool:
     """Whether ``state``, a live one, was seen before what ``attempt`` already records.
 
     A job's states only move forward and a terminal one is final, so once the attempt records a

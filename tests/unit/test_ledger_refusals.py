@@ -59,3 +59,12 @@ def test_a_record_the_client_refuses_is_ledger_rejected(
     assert f"ledger create of run {run.run_id}" in message
     assert client_error in message
     assert caught.value.__cause__ is not None  # the client's own error stays attached
+
+
+@pytest.mark.parametrize("operation", ["get", "query"])
+def test_a_client_error_on_a_read_is_not_read_as_a_refused_record(operation: str) -> None:
+    # A closed channel raises ValueError too: on a read it says nothing about any record.
+    from shared.ledger import _translated_errors
+
+    with pytest.raises(ValueError, match="closed channel"), _translated_errors(operation, "r-1"):
+        raise ValueError("Cannot invoke RPC on closed channel!")

@@ -243,3 +243,16 @@ def test_only_a_run_waiting_for_an_attempt_is_cancelled_in_the_ledger_alone(
     else:
         with pytest.raises(InvalidTransition):
             with_waiting_cancelled(waiting)
+
+
+def test_a_reopened_run_waits_for_the_operators_attempt_so_a_lost_delivery_is_republished() -> None:
+    from shared.ledger import with_reopened
+    from shared.submission import retry_awaited
+
+    plan = RetryPlan(T0, 2, 0, "operator retry, republished because its delivery was lost")
+    failed = run(RunStatus.FAILED, replace(attempt(1, JOB_1, "JOB_STATE_FAILED"), decision={}))
+
+    reopened = with_reopened(failed, plan)
+
+    assert (reopened.status, reopened.next_retry) == (RunStatus.WAITING_RETRY, plan)
+    assert retry_awaited(reopened, 2, by_operator=False)  # the reconciler's republished copy

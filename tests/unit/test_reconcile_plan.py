@@ -447,3 +447,17 @@ def test_a_recovery_retry_is_published_again_only_after_it_had_time(
     the_run: Run, retried: bool
 ) -> None:
     assert bool(tick(the_run).retries) is retried
+
+
+def test_a_listing_older_than_the_recorded_end_is_neither_a_change_nor_an_overdue_wait() -> None:
+    # The job was listed QUEUED (3 h, past its 2 h max wait + grace) before its end was recorded.
+    decided = run(
+        RunStatus.WAITING_RETRY,
+        attempt(job=1, state="JOB_STATE_FAILED", decision={"action": "retry"}),
+    )
+    stale = listed(1, "JOB_STATE_QUEUED", age=timedelta(hours=3))
+
+    assert tick(decided, jobs=(stale,)) == TickPlan()
+    # The same listing for a run whose end is not recorded: the watchdog acts.
+    waiting = run(RunStatus.SUBMITTED, attempt(job=1, state="JOB_STATE_QUEUED"))
+    assert tick(waiting, jobs=(stale,)).overdue
