@@ -322,10 +322,11 @@ def _run_cancel(args: argparse.Namespace) -> int:
             return EXIT_PROBLEMS
         from shared import vertex
 
-        vertex.cancel_custom_job(last.job_name)
-        # Noted after the call: however the job now ends short of success, it is read as this
-        # cancel, never as a failure to retry.
+        # Noted before the call: a job that exits non-zero on SIGTERM could otherwise be read
+        # (by a quick hint) as a failure to retry, a new job after the operator's cancel. If
+        # the call then fails, the operator is told and cancels again; the note stands.
         ledger.record_cancel_requested(run.run_id, last.number)
+        vertex.cancel_custom_job(last.job_name)
     except (DispatchError, GoogleAuthError) as error:
         return _operator_failure("cancel", error)
     print(f"cancel requested for {last.job_name} (run {run.run_id}, attempt {last.number})")
