@@ -52,7 +52,7 @@ from shared.config.model import (
     ScheduleRoute,
     Template,
 )
-from shared.errors import InvalidJobSpec, MalformedEvent, PermanentError
+from shared.errors import InvalidJobSpec, MalformedEvent, PermanentError, RetryRejected
 from shared.events import (
     IDEMPOTENCY_KEY_ATTRIBUTE,
     KIND_ATTRIBUTE,
@@ -800,13 +800,19 @@ def run_pipeline(
         return Outcome("refused", "decode", error)
     if isinstance(trigger, RetryRequest):
         snapshot = ledger.get(trigger.run_id)
-        # As dispatch decides it: the ledger's grant, never the message's reason.
-        granted = snapshot is not None and snapshot.run.operator_grant == trigger.attempt
-        problem = dispatch._retry_problem(config, snapshot, trigger, by_operator=granted)
+        if snapshot is None:
+            unknown = RetryRejected(f"retry message names run {trigger.run_id}, not in the ledger")
+            return Outcome("refused", "retry", unknown, trigger)
+        template = config.templates[snapshot.run.template]
+        # As dispatch decides it: the ledger's grant (never the message's reason), or an
+        # attempt already claimed, lifts the attempt budget.
+        within_budget = (
+            snapshot.run.operator_grant == trigger.attempt
+            or snapshot.run.attempt(trigger.attempt) is not None
+        )
+        problem = dispatch._retry_problem(template, trigger, within_budget=within_budget)
         if problem is not None:
             return Outcome("refused", "retry", problem, trigger)
-        assert snapshot is not None
-        template = config.templates[snapshot.run.template]
         return _rendered(
             config,
             Outcome(
