@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from datetime import datetime
 
     from shared.config.model import Config
-    from shared.ledger import Ledger, Run
+    from shared.ledger import Ledger, Run, RunSnapshot
 
 CONFIG_ENV: Final = "VERTEX_DISPATCH_CONFIG"
 OPERATOR_CONFIG_HELP: Final = f"{CONFIG_HELP} (default: ${CONFIG_ENV})"
@@ -239,9 +239,8 @@ def _run_retry(args: argparse.Namespace) -> int:
         return EXIT_PROBLEMS
     try:
         ledger = _operator_ledger(config)
-        snapshot = ledger.get_run(args.run_id)
+        snapshot = _known_run(ledger, "retry", args.run_id)
         if snapshot is None:
-            fail("retry", f"run {args.run_id} is not in the ledger; `status --all` lists runs")
             return EXIT_PROBLEMS
         run = snapshot.run
         last = run.last_attempt
@@ -302,9 +301,8 @@ def _run_cancel(args: argparse.Namespace) -> int:
         return EXIT_PROBLEMS
     try:
         ledger = _operator_ledger(config)
-        snapshot = ledger.get_run(args.run_id)
+        snapshot = _known_run(ledger, "cancel", args.run_id)
         if snapshot is None:
-            fail("cancel", f"run {args.run_id} is not in the ledger; `status --all` lists runs")
             return EXIT_PROBLEMS
         run = snapshot.run
         last = run.last_attempt
@@ -331,6 +329,14 @@ def _run_cancel(args: argparse.Namespace) -> int:
         return _operator_failure("cancel", error)
     print(f"cancel requested for {last.job_name} (run {run.run_id}, attempt {last.number})")
     return EXIT_OK
+
+
+def _known_run(ledger: Ledger, command: str, run_id: str) -> RunSnapshot | None:
+    """The run ``run_id`` from the ledger; None, said to the operator, when it is not there."""
+    snapshot = ledger.get_run(run_id)
+    if snapshot is None:
+        fail(command, f"run {run_id} is not in the ledger; `status --all` lists runs")
+    return snapshot
 
 
 def _cancel_refusal(run: Run) -> str | None:
