@@ -70,6 +70,7 @@ class AlertReason(enum.StrEnum):
     PERMISSION = "permission"  # the function's identity lacks a role
     RETRIES_EXHAUSTED = "retries_exhausted"  # the retry policy gave up
     DUPLICATE_JOB = "duplicate_job"  # two jobs found for one attempt: one must be cancelled
+    TEMPLATE_GONE = "template_gone"  # a job of a run whose template left the config failed
 
 
 class AlertNotSent(TransientError):

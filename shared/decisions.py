@@ -132,13 +132,17 @@ def backoff_delay(template: Template, failures: int, rng: random.Random) -> time
 
 def decide(
     run: Run,
-    template: Template,
+    template: Template | None,
     classification: Classification,
     *,
     now: datetime,
     rng: random.Random,
 ) -> Decision:
-    """What ``run`` does now that its last job ended as ``classification`` says."""
+    """What ``run`` does now that its last job ended as ``classification`` says.
+
+    ``template`` is None when the run's template left the config: a success or a cancel is
+    decided as always; any failure ends the run and alerts (there is no policy to retry by).
+    """
     failed = run.last_attempt
     if failed is None:
         raise InvalidTransition(
@@ -156,6 +160,14 @@ def decide(
         return Decision(
             RunStatus.CANCELLED,
             explanation=f"attempt {failed.number} was cancelled; cancelled jobs are never retried",
+        )
+    if template is None:
+        return _failed(
+            AlertReason.TEMPLATE_GONE,
+            f"run {run.run_id}: {classification.summary}; its template {run.template!r} is no "
+            "longer in the config, so no retry policy can decide whether to try again",
+            f"restore template {run.template!r} in the config, then "
+            f"`vertex-dispatch retry {run.run_id}`",
         )
     if not _policy_retries(template, failure):
         return _not_retried(run, template, failed, classification, failure)

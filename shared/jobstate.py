@@ -71,7 +71,7 @@ class JobStateOutcome(enum.StrEnum):
     NOT_FOUND = "not_found"  # no such job in any region the config uses
     NOT_OURS = "not_ours"  # the job has no vd-run label: another system's job
     UNKNOWN_RUN = "unknown_run"  # labelled with a run (or attempt) the ledger does not have
-    REFUSED = "refused"  # a permanent error, logged: e.g. the run's template left the config
+    REFUSED = "refused"  # a permanent error, logged: e.g. the service refused to read the job
     UNCHANGED = "unchanged"  # the ledger already records this state (actions re-ensured)
     RECORDED = "recorded"  # a new live state, or a terminal state not to be decided
     DECIDED = "decided"  # a terminal state of the last attempt: classified, decided, recorded
@@ -303,15 +303,11 @@ def _decide_and_record(
     rng: random.Random,
 ) -> RunSnapshot:
     from shared.decisions import decide
-    from shared.ledger import AttemptOutcome, InvalidTransition
+    from shared.ledger import AttemptOutcome
 
     run = snapshot.run
+    # None when the template left the config: the end is still decided (never retried).
     template = services.config.templates.get(run.template)
-    if template is None:
-        raise InvalidTransition(
-            f"run {run.run_id} used template {run.template!r}, which the config "
-            f"{services.config.source} no longer has: restore it so its retry policy can decide"
-        )
     now = services.now()
     decision = decide(run, template, classification, now=now, rng=rng)
     attempt_number = run.last_attempt.number if run.last_attempt else 0

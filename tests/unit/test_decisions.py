@@ -527,3 +527,24 @@ def test_backoff_grows_with_each_infrastructure_failure_of_the_run() -> None:
 
     assert decision.retry is not None
     assert NOW + timedelta(seconds=120) <= decision.retry.at <= NOW + timedelta(seconds=240)
+
+
+@pytest.mark.parametrize(
+    ("ended", "status", "alert"),
+    [
+        (SUCCEEDED, RunStatus.SUCCEEDED, None),
+        (CANCELLED, RunStatus.CANCELLED, None),
+        (STOCKOUT, RunStatus.FAILED, AlertReason.TEMPLATE_GONE),  # no chain to move along
+        (INTERNAL, RunStatus.FAILED, AlertReason.TEMPLATE_GONE),  # no policy to retry by
+        (USER_EXIT, RunStatus.FAILED, AlertReason.TEMPLATE_GONE),
+    ],
+)
+def test_a_run_whose_template_left_the_config_is_still_decided(
+    ended: Classification, status: RunStatus, alert: AlertReason | None
+) -> None:
+    decision = decide(run(attempt(1, FLEX_2H)), None, ended, now=NOW, rng=random.Random())
+
+    assert decision.status is status and decision.retry is None
+    assert (decision.alert.reason if decision.alert else None) == alert
+    if decision.alert:
+        assert "vertex-dispatch retry" in decision.alert.what_to_do

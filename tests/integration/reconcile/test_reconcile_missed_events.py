@@ -224,3 +224,25 @@ def test_a_retry_for_a_claimed_attempt_whose_template_left_the_config_ends_nothi
     assert [r.outcome for r in results] == [DispatchOutcome.DUPLICATE]
     assert world.run(started.run_id).status is RunStatus.RUNNING
     assert of_run(world.alerts.pull(), started.run_id) == []
+
+
+def test_a_job_of_a_run_whose_template_left_the_config_is_decided_and_alerted_once(
+    world: World,
+) -> None:
+    # It used to be logged CRITICAL on every tick and never decided.
+    world.vertex.call(
+        "POST", "outcomes", {"result": "user_error", "exit_code": 1, "duration": "1m", "times": 1}
+    )
+    started = world.request_run("flex-a100")
+    world.vertex.advance(2 * 60 + 60 + 1)  # provisioning, one minute running, then exit code 1
+    config = world.services.config
+    templates = {n: t for n, t in config.templates.items() if n != "flex-a100"}
+    without = replace(world.services, config=replace(config, templates=templates))
+
+    ticks = [reconcile(without, world.services.now()) for _ in range(2)]
+
+    assert [t.decisions_made for t in ticks] == [1, 0] and not ticks[0].errors
+    ended = world.run(started.run_id)
+    assert ended.status is RunStatus.FAILED
+    [alert] = of_run(world.alerts.pull(), started.run_id)
+    assert alert.body()["reason"] == "template_gone"
