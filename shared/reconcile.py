@@ -243,7 +243,7 @@ class _Tick:
             result, snapshot = jobstate.record_job_state(job, self.services, random.Random())
         except DispatchError as error:
             # A lost race (LedgerConflict) or a ledger outage: the next tick applies it. A
-            # permanent error (the run's template left the config) repeats each tick, logged.
+            # permanent error (a ledger refusal) repeats each tick, logged.
             self._failed(
                 f"recording {change.observed_state} of {change.job_name}", error, change.run_id
             )
