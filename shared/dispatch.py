@@ -288,10 +288,12 @@ def _end_run(
 
     the_run_id = snapshot.run.run_id
     permission = isinstance(error, VertexPermissionDenied)
+    # REJECTED says nothing was ever submitted; a run some of whose attempts had jobs FAILED.
+    submitted_before = any(attempt.job_name for attempt in snapshot.run.attempts)
     finish_run(
         services.ledger,
         snapshot,
-        RunStatus.FAILED if permission else RunStatus.REJECTED,
+        RunStatus.FAILED if permission or submitted_before else RunStatus.REJECTED,
         config=services.config,
         trigger=records.describe_trigger(trigger),
         reason=AlertReason.PERMISSION if permission else AlertReason.INVALID_REQUEST,

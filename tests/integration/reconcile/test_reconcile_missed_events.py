@@ -168,7 +168,7 @@ def test_a_retry_for_a_run_whose_template_left_the_config_ends_the_run_once(
     assert [r.outcome.value for r in results][:1] == ["rejected"]
     assert {r.outcome.value for r in results[1:]} <= {"duplicate"}
     ended = world.run(started.run_id)
-    assert ended.status is RunStatus.REJECTED
+    assert ended.status is RunStatus.FAILED  # attempt 1 ran a job: not "never submitted"
     [alert] = of_run(world.alerts.pull(), started.run_id)
     assert "no longer has" in alert.body()["message"]
     assert len(world.creates(started.run_id)) == 1  # attempt 1 only
