@@ -15,7 +15,8 @@ the reconciler on every tick, which redoes whatever a failed publish left undone
   per tick while ``on_request`` is behind would make its backlog grow without bound; the
   republish is only for a message that never led to a claim (dead-lettered, say). So that
   write must not be lost to the earlier actions' own writes (an alert recorded in the same
-  pass): it re-reads the run on a conflict and gives up only when the retry is no longer due.
+  pass): the ledger re-reads the run on a conflict and leaves a run that no longer waits for
+  this retry as it is (``Ledger.record_retry_published``).
 
 Each action is tried even when an earlier one failed; a transient failure is raised at the end,
 so the delivery is retried and the actions that succeeded are not repeated (the ledger says so).
@@ -32,13 +33,10 @@ from typing import TYPE_CHECKING, Any
 from shared import completions, retries
 from shared.alerts import Severity
 from shared.errors import TransientError
-from shared.ledger import MAX_REAPPLY
 from shared.logs import log
 from shared.records import describe_trigger
 from shared.rejections import alert_once
 from shared.runs import (
-    LedgerConflict,
-    RetryPlan,
     Run,
     RunSnapshot,
     RunStatus,
@@ -142,7 +140,9 @@ def _ensure_retry(
         failures.append(error)
         return False
     try:
-        _record_retry_published(snapshot, plan, services)
+        services.ledger.record_retry_published(
+            snapshot, plan, services.now() + RETRY_REPUBLISH_AFTER
+        )
     except TransientError as error:
         failures.append(error)  # published all the same; at worst it is published again
     log(
@@ -155,36 +155,6 @@ def _ensure_retry(
         reason=plan.reason,
     )
     return True
-
-
-def _record_retry_published(snapshot: RunSnapshot, plan: RetryPlan, services: Services) -> None:
-    """Move ``plan.at`` ahead by ``RETRY_REPUBLISH_AFTER`` on the run as the ledger holds it now.
-
-    ``snapshot`` may be stale: an earlier step of this pass (an alert recorded) or another writer
-    may have written since. On a conflict the run is read again, and the write is redone while
-    the run still waits for this very retry; a run that moved on (dispatch claimed the retry, an
-    operator reopened it, another pass recorded this publish) owes nothing. Swallowing the
-    conflict instead would leave ``at`` due, and the next tick would publish the retry again.
-    """
-    current = snapshot
-    for _ in range(MAX_REAPPLY):
-        try:
-            services.ledger.record_retry_published(current, services.now() + RETRY_REPUBLISH_AFTER)
-            return
-        except LedgerConflict:
-            pass  # someone wrote since ``current`` was read: look at the run as it is now
-        fresh = services.ledger.get_run(current.run.run_id)
-        if fresh is None or not _still_waits_for(fresh.run, plan):
-            return
-        current = fresh
-    raise LedgerConflict(
-        f"run {snapshot.run.run_id} kept changing under {MAX_REAPPLY} attempts to note its "
-        "published retry; it may be published once more"
-    )
-
-
-def _still_waits_for(run: Run, plan: RetryPlan) -> bool:
-    return run.status is RunStatus.WAITING_RETRY and run.next_retry == plan
 
 
 def _alert_no_requests_topic(

@@ -307,11 +307,20 @@ class Ledger:
         """
         return self._apply(run_id, lambda run: with_notice(run, notice))[1]
 
-    def record_retry_published(self, current: RunSnapshot, republish_at: datetime) -> RunSnapshot:
-        """Note that ``current``'s due retry was published: the next publish waits until
-        ``republish_at``. Only if the run is still ``current`` (else ``LedgerConflict``: most
-        likely dispatch claimed the retry meanwhile, and nothing is owed any more)."""
-        return self._write_if_unchanged(current, with_retry_published(current.run, republish_at))
+    def record_retry_published(
+        self, known: RunSnapshot, plan: RetryPlan, republish_at: datetime
+    ) -> RunSnapshot:
+        """Note that the due retry ``plan`` was published: the next publish waits until
+        ``republish_at``. Tried on ``known`` first and re-read on a conflict (an alert recorded
+        in the same pass, say); a run no longer waiting for ``plan`` (dispatch claimed it, an
+        operator reopened the run, another pass noted this publish) is left as it is."""
+
+        def change(run: Run) -> Run:
+            if run.status is not RunStatus.WAITING_RETRY or run.next_retry != plan:
+                return run
+            return with_retry_published(run, republish_at)
+
+        return self._apply(known.run.run_id, change, known)[0]
 
     def cancel_waiting(self, current: RunSnapshot) -> RunSnapshot:
         """Cancel a run that waits for an attempt, only if it is still ``current``: a dispatch
