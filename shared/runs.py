@@ -215,10 +215,9 @@ def with_job(
     updated = replace(
         attempt, job_name=job_name, state=state, error=error if error else attempt.error
     )
-    attempts = tuple(updated if a.number == attempt_number else a for a in run.attempts)
     is_last = attempt_number == run.attempts[-1].number
     status = RunStatus.SUBMITTED if is_last and run.status is RunStatus.SUBMITTING else run.status
-    return replace(run, attempts=attempts, status=status)
+    return replace(_with_attempt(run, updated), status=status)
 
 
 def with_attempt_state(
@@ -235,9 +234,8 @@ def with_attempt_state(
         )
     if is_older_news(attempt, state):
         return run
-    updated = replace(attempt, state=state, error=error if error else attempt.error)
-    return replace(
-        run, attempts=tuple(updated if a.number == attempt_number else a for a in run.attempts)
+    return _with_attempt(
+        run, replace(attempt, state=state, error=error if error else attempt.error)
     )
 
 
@@ -251,9 +249,13 @@ def with_cancel_requested(run: Run, attempt_number: int, at: datetime) -> Run:
         )
     if attempt.cancel_requested_at is not None:
         return run
-    updated = replace(attempt, cancel_requested_at=at)
+    return _with_attempt(run, replace(attempt, cancel_requested_at=at))
+
+
+def _with_attempt(run: Run, updated: Attempt) -> Run:
+    """``run`` with its attempt of ``updated``'s number replaced by ``updated``."""
     return replace(
-        run, attempts=tuple(updated if a.number == attempt_number else a for a in run.attempts)
+        run, attempts=tuple(updated if a.number == updated.number else a for a in run.attempts)
     )
 
 
