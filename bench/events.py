@@ -15,7 +15,7 @@ from cloudevents.http import CloudEvent
 BUCKET = "bench-datasets"
 PROJECT = "local-project"
 DATASET_PREFIX = "imagenet/2026-12-01"
-JOB_STATE_KIND = "job_state"  # shared.jobevents.JOB_STATE_KIND, repeated to stay import-free
+JOB_STATE_KIND = "job_state"  # shared.decode.hints.JOB_STATE_KIND, repeated to stay import-free
 
 
 def object_finalized(name: str, generation: int, bucket: str = BUCKET) -> CloudEvent:

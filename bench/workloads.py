@@ -60,8 +60,8 @@ def warm_path(submissions: int) -> dict[str, Any]:
 
     callcount.install()
     _quiet_logs()
-    from shared.dispatch import default_services, dispatch_event
-    from shared.jobstate import handle_job_event
+    from shared.handlers.dispatch import default_services, dispatch_event
+    from shared.handlers.jobstate import handle_job_event
 
     services = default_services()
     firestore = os.environ[FIRESTORE_VARIABLE]
@@ -136,7 +136,7 @@ def _outcome(result: Any) -> str:
 def burst(shards: int) -> dict[str, Any]:
     """``shards`` unmatched shard events and one marker, each delivered twice, one instance."""
     _quiet_logs()
-    from shared.dispatch import default_services, dispatch_event
+    from shared.handlers.dispatch import default_services, dispatch_event
 
     services = default_services()
     generation = time.time_ns() // 1000
@@ -176,9 +176,9 @@ def burst(shards: int) -> dict[str, Any]:
 def reconcile_at_scale(runs: int) -> dict[str, Any]:
     """One reconcile tick over ``runs`` active runs whose jobs are spread over two regions."""
     _quiet_logs()
-    from shared import vertex
-    from shared.dispatch import default_services
-    from shared.reconcile import reconcile
+    from shared.adapters import vertex
+    from shared.handlers.dispatch import default_services
+    from shared.handlers.reconcile import reconcile
 
     services = default_services()
     seed_started = time.perf_counter()
@@ -211,9 +211,11 @@ def reconcile_at_scale(runs: int) -> dict[str, Any]:
 def _seed_runs(services: Any, runs: int) -> list[str]:
     """Create ``runs`` real-shaped jobs (alternating the template's two placements' regions)
     and record each as a SUBMITTED run, as dispatch would have; the regions used."""
-    from shared import clients, jobspec, runkeys, vertex
-    from shared.ledger import DEFAULT_COLLECTION, Attempt, Run, RunStatus, run_to_document
-    from shared.records import placement_record
+    from shared.adapters import clients, vertex
+    from shared.adapters.ledger import DEFAULT_COLLECTION, Attempt, Run, RunStatus, run_to_document
+    from shared.model import runkeys
+    from shared.model.records import placement_record
+    from shared.policy import jobspec
 
     config = services.config
     template = config.templates["resnet-a100"]

@@ -15,12 +15,12 @@ import functions_framework
 from cloudevents.http import CloudEvent
 
 from shared import logs
-from shared.dispatch import dispatch_event
+from shared.handlers.dispatch import dispatch_event
 
 logs.configure()
 
 # A note on imports: every function is deployed from this one module, so a module-level import
-# is paid by all four at cold start. shared.dispatch keeps an unmatched event free of cloud
+# is paid by all four at cold start. shared.handlers.dispatch keeps an unmatched event free of cloud
 # clients; the job-state and reconcile modules need the Vertex AI and Pub/Sub clients (about 1 s
 # even through the lazy shared.aiplatform) and are imported by the entry points that use them.
 
@@ -40,7 +40,7 @@ def on_request(cloud_event: CloudEvent) -> None:
 @functions_framework.cloud_event
 def on_job_event(cloud_event: CloudEvent) -> None:
     """Pub/Sub ``messagePublished`` on the job-events topic: "look at job X" hints."""
-    from shared.jobstate import handle_job_event  # imported here: see the note on imports
+    from shared.handlers.jobstate import handle_job_event  # imported here: see the note on imports
 
     handle_job_event(cloud_event)
 
@@ -48,6 +48,6 @@ def on_job_event(cloud_event: CloudEvent) -> None:
 @functions_framework.cloud_event
 def reconcile(cloud_event: CloudEvent) -> None:
     """Pub/Sub ``messagePublished`` from Cloud Scheduler (every minute): one reconcile tick."""
-    from shared.reconcile import run_reconcile  # imported here: see the note on imports
+    from shared.handlers.reconcile import run_reconcile  # imported here: see the note on imports
 
     run_reconcile(cloud_event)

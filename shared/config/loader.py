@@ -33,7 +33,7 @@ from shared.config.watching import (
     read_watchdog_grace,
 )
 from shared.config.yamlfile import parse_yaml
-from shared.errors import ConfigError
+from shared.model.errors import ConfigError
 
 CONFIG_VARIABLE = "VERTEX_DISPATCH_CONFIG"
 TOP_LEVEL_KEYS = frozenset(

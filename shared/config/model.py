@@ -2,8 +2,9 @@
 
 A template's job spec stays in the REST JSON shape of ``aiplatform_v1.CustomJobSpec`` (camelCase
 keys, as ``CustomJobSpec.to_json`` prints it). It becomes a proto only when a route has matched
-(``shared.jobspec``), because importing ``aiplatform_v1`` costs about 2 s and 110 MiB: an event
-that matches nothing must not pay that. ``vertex-dispatch validate`` parses every template eagerly.
+(``shared.policy.jobspec``), because importing ``aiplatform_v1`` costs about 2 s and 110 MiB: an
+event that matches nothing must not pay that. ``vertex-dispatch validate`` parses every template
+eagerly.
 """
 
 from __future__ import annotations

@@ -1,14 +1,14 @@
 """The ``{name}`` placeholders of templates and route parameters, and the built-in names.
 
 A placeholder is ``{`` + a name of letters, digits and ``_`` + ``}``, nothing else: ``{"a": 1}``
-or ``${HOME}`` in an argument stay literal text. This is the regex ``shared.routing`` and
-``shared.jobspec`` fill with (never ``str.format``), each value landing inside one argument,
+or ``${HOME}`` in an argument stay literal text. This is the regex ``shared.decode.routing`` and
+``shared.policy.jobspec`` fill with (never ``str.format``), each value landing inside one argument,
 never through a shell (docs/dispatch-contract.md).
 
-Built-in names are filled by dispatch itself: ``RENDER_FIELDS`` by ``shared.jobspec`` on every
-attempt, the trigger fields by ``shared.routing`` according to the kind of route that matched.
-Placeholders are filled only in the fields a trigger may vary (``FILLED_*`` below): the image,
-command, machine, service account and network stay exactly as the template fixes them.
+Built-in names are filled by dispatch itself: ``RENDER_FIELDS`` by ``shared.policy.jobspec`` on
+every attempt, the trigger fields by ``shared.decode.routing`` according to the kind of route that
+matched. Placeholders are filled only in the fields a trigger may vary (``FILLED_*`` below): the
+image, command, machine, service account and network stay exactly as the template fixes them.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ FILLED_TEMPLATE_KEYS = re.compile(
     r"display_name|base_output_dir|experiment_run"
     r"|worker_pools\[\d+\]\.(python_package\.)?(args\[\d+\]|env\.\w+)"
 )
-# ...and relative to a CustomJob REST body or CustomJobSpec (shared.jobspec.FILLED_FIELDS).
+# ...and relative to a CustomJob REST body or CustomJobSpec (shared.policy.jobspec.FILLED_FIELDS).
 FILLED_SPEC_KEYS = re.compile(
     r"displayName|baseOutputDirectory\.outputUriPrefix|experimentRun"
     r"|workerPoolSpecs\[\d+\]\.(containerSpec|pythonPackageSpec)\.(args\[\d+\]|env\[\d+\]\.value)"

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from shared.errors import ConfigError
+from shared.model.errors import ConfigError
 
 # The rule a problem found while reading the config breaks, unless it names another (a guard).
 CONFIG_RULE = "config"

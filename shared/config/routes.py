@@ -12,8 +12,8 @@ Each route has a ``name`` and exactly one trigger kind::
       schedule: {name: nightly-retrain, cron: "0 3 * * *"}   # or just  schedule: nightly-retrain
       template: resnet-a100
 
-Glob and matching semantics are ``shared.routing``'s; this module checks shapes and names. The
-checks that need the templates too are in ``crosschecks``.
+Glob and matching semantics are ``shared.decode.routing``'s; this module checks shapes and names.
+The checks that need the templates too are in ``crosschecks``.
 """
 
 from __future__ import annotations

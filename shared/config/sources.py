@@ -2,7 +2,8 @@
 
 Files a config refers to (``gcloud_config``, ``rest_body``) are read relative to the config
 itself, on disk or in the same bucket. The Cloud Storage client is imported on first use only
-(``shared.clients``), honouring ``STORAGE_EMULATOR_HOST``: a config on disk never pays for it.
+(``shared.adapters.clients``), honouring ``STORAGE_EMULATOR_HOST``: a config on disk never pays for
+it.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import posixpath
 from collections.abc import Callable
 from pathlib import Path
 
-from shared.errors import BackendUnavailable, ConfigError
+from shared.model.errors import BackendUnavailable, ConfigError
 
 GCS_SCHEME = "gs://"
 
@@ -43,7 +44,7 @@ def read_gcs_text(uri: str) -> str:
     """An object's text. Missing or forbidden: ``ConfigError``; service trouble: transient."""
     from google.api_core import exceptions
 
-    from shared.clients import storage_client
+    from shared.adapters.clients import storage_client
 
     bucket, _, name = uri.removeprefix(GCS_SCHEME).partition("/")
     if not bucket or not name:

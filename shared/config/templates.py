@@ -37,7 +37,7 @@ from shared.config.problems import Problems, child, item
 from shared.config.retry import read_retry_policy
 from shared.config.shorthand import GCS_URI, read_worker_pools
 from shared.config.yamlfile import parse_yaml
-from shared.errors import ConfigError
+from shared.model.errors import ConfigError
 
 SPEC_SOURCES = ("worker_pools", "gcloud_config", "rest_body")
 TEMPLATE_KEYS = frozenset(

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from datetime import timedelta
 from typing import Final
 
-from shared import machines
+from shared.policy import machines
 from shared.validation.subject import (
     _accelerator,
     _hours,

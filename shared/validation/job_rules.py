@@ -11,10 +11,10 @@ import re
 from collections.abc import Iterator
 from typing import Final
 
-from shared import machines
 from shared.aiplatform import MachineSpec, Scheduling, WorkerPoolSpec
 from shared.config.model import PersistentResourcePlacement
-from shared.jobspec import DISPLAY_NAME_MAX
+from shared.policy import machines
+from shared.policy.jobspec import DISPLAY_NAME_MAX
 from shared.validation.subject import (
     DEFAULT_BOOT_DISK_TYPE,
     NO_ACCELERATOR,

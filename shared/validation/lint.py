@@ -16,8 +16,8 @@ from typing import Final
 from shared.config.model import Config, Template
 from shared.config.origins import origin_of, user_path
 from shared.config.problems import child, item
-from shared.errors import InvalidJobSpec
-from shared.jobspec import placeholders, render_job
+from shared.model.errors import InvalidJobSpec
+from shared.policy.jobspec import placeholders, render_job
 from shared.validation.compose import validate_spec
 from shared.validation.violations import Rule, Violation
 

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Final
 
-from shared import machines
 from shared.aiplatform import CustomJob, MachineSpec, WorkerPoolSpec
 from shared.config.model import Guards, Placement
-from shared.jobspec import is_skipped_pool
+from shared.policy import machines
+from shared.policy.jobspec import is_skipped_pool
 from shared.validation.violations import Violation
 
 # Vertex AI's defaults for what a job leaves unset (DESIGN.md §3 and the API reference).

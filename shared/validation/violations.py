@@ -28,7 +28,9 @@ class Rule(enum.StrEnum):
     FIRST_POOL_REPLICAS = "first-pool-replicas"  # the chief pool runs exactly one replica
     REPLICAS = "replicas"  # every other used pool runs at least one replica
     PROGRAM = "program"  # each pool runs a container image or a Python package
-    MACHINE_ACCELERATOR = "machine-accelerator"  # machine type and GPUs agree (shared.machines)
+    MACHINE_ACCELERATOR = (
+        "machine-accelerator"  # machine type and GPUs agree (shared.policy.machines)
+    )
     HYPERDISK_BOOT_DISK = "hyperdisk-boot-disk"  # A3 Ultra and A4 boot from hyperdisk-balanced
     DISPLAY_NAME = "display-name"  # 1 to 128 characters
     LABELS = "labels"  # <= 64 labels; keys and values <= 63 of [a-z0-9_-]; keys start a-z

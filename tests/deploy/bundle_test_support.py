@@ -20,7 +20,10 @@ IMAGE_MTIME = 315532801
 # What on_request imports on a cold instance: the entry module, then what dispatch imports lazily
 # once a request matches (the ledger, the submission, validation, the Vertex AI client module).
 ON_REQUEST_IMPORTS = (
-    "import main\nfrom shared import alerts, ledger, records, rejections, retries, submission"
+    "import main\n"
+    "from shared.adapters import alerts, ledger, retry_messages\n"
+    "from shared.handlers import rejections, submission\n"
+    "from shared.model import records"
 )
 
 

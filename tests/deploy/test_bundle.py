@@ -67,7 +67,7 @@ def test_entry_module_is_functions_main(built) -> None:
     "relative",
     [
         "shared/__init__.py",
-        "shared/dispatch.py",
+        "shared/handlers/dispatch.py",
         "shared/config/loader.py",
         "shared/config/schema.json",
     ],

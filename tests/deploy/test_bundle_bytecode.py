@@ -114,7 +114,11 @@ def test_a_cold_instance_loads_every_module_from_the_bytecode_whatever_the_mtime
     normalize_mtimes(deployed)  # as the image export leaves them (and as unzip may)
     loaded = modules_loaded(deployed)
     assert loaded.from_source == set()
-    assert {"main.py", "shared/dispatch.py", "shared/submission.py"} <= loaded.from_bytecode
+    assert {
+        "main.py",
+        "shared/handlers/dispatch.py",
+        "shared/handlers/submission.py",
+    } <= loaded.from_bytecode
 
 
 @pytest.mark.parametrize(
@@ -176,7 +180,10 @@ def test_what_the_buildpack_compile_leaves_a_cold_instance(
     workspace = tmp_path / "workspace"
     shutil.copytree(built.directory, workspace)
     buildpack_compile(workspace, **build_env)  # overwrites the bundle's own .pyc (-f)
-    assert _pyc_header(workspace / "shared/__pycache__" / f"dispatch.{CACHE_TAG}.pyc")[1] == flags
+    assert (
+        _pyc_header(workspace / "shared/handlers/__pycache__" / f"dispatch.{CACHE_TAG}.pyc")[1]
+        == flags
+    )
     normalize_mtimes(workspace)
     loaded = modules_loaded(workspace)
     assert bool(loaded.from_bytecode) is from_bytecode

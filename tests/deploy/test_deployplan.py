@@ -10,9 +10,10 @@ from pathlib import Path
 import hcl2
 import pytest
 
-from shared import cli, deployplan
+import tooling
 from shared.config.loader import load_config
 from shared.config.model import Config, ScheduleRoute
+from tooling import deployplan
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE_CONFIG = REPO / "examples" / "config.yaml"
@@ -134,13 +135,13 @@ def test_referenced_files_are_the_templates_local_files() -> None:
 def test_cli_prints_the_plan(
     capsys: pytest.CaptureFixture[str], arguments: list[str], status: int, expected: str
 ) -> None:
-    assert cli.main(["deploy-plan", "--config", str(EXAMPLE_CONFIG), *arguments]) == status
+    assert tooling.main(["deploy-plan", "--config", str(EXAMPLE_CONFIG), *arguments]) == status
     assert expected in capsys.readouterr().out
 
 
 def test_cli_writes_tfvars(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "vertex-dispatch.auto.tfvars.json"
-    assert cli.main(["deploy-plan", "--config", str(EXAMPLE_CONFIG), "--tfvars", str(out)]) == 0
+    assert tooling.main(["deploy-plan", "--config", str(EXAMPLE_CONFIG), "--tfvars", str(out)]) == 0
     written = json.loads(out.read_text(encoding="utf-8"))
     assert written["dataset_buckets"] == {
         "acme-datasets": "us-central1",

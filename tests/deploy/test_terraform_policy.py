@@ -1,7 +1,7 @@
 """The Terraform in deploy/terraform, read as data: formatting, and the least-privilege policy of
 issue 6 (own service account per function, no primitive roles, no public members, dead-letter
 policies on push subscriptions, retried event triggers, publisher grants on every topic a
-function writes), and agreement with shared/deployplan.py's table."""
+function writes), and agreement with tooling/deployplan.py's table."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from typing import Any
 import hcl2
 import pytest
 
-from shared import deployplan
+from tooling import deployplan
 
 REPO = Path(__file__).resolve().parents[2]
 TERRAFORM = REPO / "deploy" / "terraform"

@@ -14,8 +14,8 @@ import pytest
 from emulator_stack import scoped_environ
 from emulator_stack.local_stack import LocalStack, StackSettings, start_local_stack
 from emulator_stack.observe import TopicReader, VertexAdmin
-from shared.demo import DISPATCH_CONFIG, EMULATOR_CONFIG
-from shared.ledger import Ledger, default_ledger
+from shared.adapters.ledger import Ledger, default_ledger
+from tooling.demo_story import DISPATCH_CONFIG, EMULATOR_CONFIG
 
 TIME_SCALE = 600.0  # ten simulated minutes per second, as the demo's default
 

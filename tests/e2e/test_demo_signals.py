@@ -103,7 +103,7 @@ def test_a_signal_stops_the_demo_and_every_process_it_started(
     output = tmp_path / "demo.out"
     with output.open("wb") as sink:
         demo = subprocess.Popen(
-            [sys.executable, "-m", "shared.cli", "demo", *arguments],
+            [sys.executable, "-m", "tooling", "demo", *arguments],
             cwd=REPO,
             stdin=subprocess.DEVNULL,
             stdout=sink,

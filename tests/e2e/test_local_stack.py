@@ -10,7 +10,7 @@ import pytest
 
 from emulator_stack.local_stack import LocalStack
 from emulator_stack.observe import TopicReader, VertexAdmin, upload_object
-from shared.ledger import Ledger, Run, RunStatus
+from shared.adapters.ledger import Ledger, Run, RunStatus
 
 pytestmark = pytest.mark.integration
 

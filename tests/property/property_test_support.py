@@ -17,7 +17,7 @@ Owns, for tests/property/:
   → render on the placements of the chain → validate offline, as dispatch does, without any
   emulator, returning an ``Outcome`` instead of raising a ``PermanentError``;
 - ``check_job_is_the_templates``: the oracle, computed from the template's REST job spec and the
-  placement without ``shared.jobspec``: image, command, service account, project, region,
+  placement without ``shared.policy.jobspec``: image, command, service account, project, region,
   machines, GPUs, env, labels and scheduling exactly the template's, and every parameter value
   inside the one argument the template puts it in.
 """
@@ -39,7 +39,6 @@ from typing import Any, Final
 from cloudevents.http import CloudEvent
 from hypothesis import strategies as st
 
-from shared import routing
 from shared.config.loader import load_config
 from shared.config.model import (
     Config,
@@ -52,17 +51,18 @@ from shared.config.model import (
     ScheduleRoute,
     Template,
 )
-from shared.errors import InvalidJobSpec, MalformedEvent, PermanentError, RetryRejected
-from shared.events import (
+from shared.decode import routing
+from shared.decode.events import (
     IDEMPOTENCY_KEY_ATTRIBUTE,
     KIND_ATTRIBUTE,
     PUBSUB_PUBLISHED,
     STORAGE_FINALIZED,
     decode,
 )
-from shared.runkeys import request_run_key, run_id
-from shared.runs import Run, RunSnapshot, RunStatus
-from shared.triggers import JobRequest, ObjectFinalized, RetryRequest, ScheduleTick, Trigger
+from shared.model.errors import InvalidJobSpec, MalformedEvent, PermanentError, RetryRejected
+from shared.model.runkeys import request_run_key, run_id
+from shared.model.runs import Run, RunSnapshot, RunStatus
+from shared.model.triggers import JobRequest, ObjectFinalized, RetryRequest, ScheduleTick, Trigger
 
 EXAMPLE_CONFIG: Final = Path(__file__).parents[2] / "examples" / "config.yaml"
 REQUESTS_SOURCE: Final = "//pubsub.googleapis.com/projects/acme-ml/topics/training-requests"
@@ -792,7 +792,7 @@ def run_pipeline(
     retry on the placement it names. A ``PermanentError`` becomes a refused ``Outcome``; any
     other exception escapes, which is what the property tests exist to catch.
     """
-    from shared import dispatch
+    from shared.handlers import dispatch
 
     try:
         trigger = decode(event)
@@ -845,7 +845,8 @@ def run_pipeline(
 
 
 def _rendered(config: Config, outcome: Outcome, indices: Sequence[int]) -> Outcome:
-    from shared import jobspec, validation
+    from shared import validation
+    from shared.policy import jobspec
 
     assert outcome.template is not None
     rendered: list[RenderedPlacement] = []

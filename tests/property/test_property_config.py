@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from shared.config.loader import parse_config
-from shared.errors import ConfigError
+from shared.model.errors import ConfigError
 
 EXAMPLE_CONFIG = Path(__file__).parents[2] / "examples" / "config.yaml"
 EXAMPLE = yaml.safe_load(EXAMPLE_CONFIG.read_text())

@@ -20,18 +20,18 @@ from cloudevents.http import CloudEvent
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shared import routing
 from shared.config.loader import load_config
 from shared.config.model import Config
-from shared.errors import MalformedEvent, PermanentError
-from shared.events import (
+from shared.decode import routing
+from shared.decode.events import (
     IDEMPOTENCY_KEY_ATTRIBUTE,
     KIND_ATTRIBUTE,
     PUBSUB_PUBLISHED,
     STORAGE_FINALIZED,
     decode,
 )
-from shared.triggers import RetryRequest
+from shared.model.errors import MalformedEvent, PermanentError
+from shared.model.triggers import RetryRequest
 
 EXAMPLE_CONFIG = Path(__file__).parents[2] / "examples" / "config.yaml"
 REQUESTS_SOURCE = "//pubsub.googleapis.com/projects/acme-ml/topics/training-requests"

@@ -59,15 +59,15 @@ from property_test_support import (
     valid_shapes,
 )
 
-from shared.errors import InvalidJobSpec, MalformedEvent, PermanentError, RetryRejected
-from shared.events import (
+from shared.decode.events import (
     IDEMPOTENCY_KEY_ATTRIBUTE,
     KIND_ATTRIBUTE,
     PUBSUB_PUBLISHED,
     STORAGE_FINALIZED,
 )
-from shared.routing import RequestRejected
-from shared.triggers import JobRequest, ObjectFinalized, RetryRequest, ScheduleTick
+from shared.decode.routing import RequestRejected
+from shared.model.errors import InvalidJobSpec, MalformedEvent, PermanentError, RetryRejected
+from shared.model.triggers import JobRequest, ObjectFinalized, RetryRequest, ScheduleTick
 
 PROPERTY_SETTINGS = settings(
     max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow]

@@ -2,7 +2,7 @@
 
 Two halves. Property: any parameter value ``route`` accepts lands verbatim as part of exactly ONE
 container argument of the rendered CustomJob, whatever spaces, ``;``, ``$(...)``, quotes or braces
-it holds; the argument list keeps its length. Table: through ``shared.planning.plan_event`` (pure)
+it holds; the argument list keeps its length. Table: through ``tooling.planning.plan_event`` (pure)
 with the example config, a request that tries to choose an image, a service account, more GPUs or
 GPU-hours, another project or region, or to add args, env or a command override is either
 rejected or has no effect on the rendered job.
@@ -20,12 +20,12 @@ from cloudevents.http import CloudEvent
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shared import routing
 from shared.config.loader import load_config
 from shared.config.model import Config
-from shared.errors import PermanentError
-from shared.events import PUBSUB_PUBLISHED, decode
-from shared.planning import Plan, Verdict, plan_event
+from shared.decode import routing
+from shared.decode.events import PUBSUB_PUBLISHED, decode
+from shared.model.errors import PermanentError
+from tooling.planning import Plan, Verdict, plan_event
 
 EXAMPLE_CONFIG = Path(__file__).parents[2] / "examples" / "config.yaml"
 REQUESTS_SOURCE = "//pubsub.googleapis.com/projects/acme-ml/topics/training-requests"
@@ -97,7 +97,7 @@ def example_config() -> Config:
 def test_an_accepted_parameter_value_lands_verbatim_in_one_argument(
     example_config: Config,
 ) -> None:
-    from shared.jobspec import render_job
+    from shared.policy.jobspec import render_job
 
     template = example_config.templates["resnet-a100"]
 

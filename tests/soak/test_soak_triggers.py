@@ -35,9 +35,9 @@ import pytest
 from emulator_stack.local_stack import LocalStack
 from emulator_stack.observe import http_json
 from emulator_stack.wiring import DEAD_LETTER_SUBSCRIPTION_ID
-from shared.errors import TransientError
-from shared.ledger import Ledger, Run, RunStatus, default_ledger
-from shared.runkeys import request_run_key, run_id
+from shared.adapters.ledger import Ledger, Run, RunStatus, default_ledger
+from shared.model.errors import TransientError
+from shared.model.runkeys import request_run_key, run_id
 
 FAULTS = (
     {"method": "CreateCustomJob", "code": "DEADLINE_EXCEEDED", "when": "after", "fraction": 0.1},

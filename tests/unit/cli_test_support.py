@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from shared import clients
+from shared.adapters import clients
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE_CONFIG = str(REPO / "examples" / "config.yaml")

@@ -42,7 +42,7 @@ def test_rendering_and_validating_a_job_imports_only_the_services_it_uses() -> N
         f"""
         import json, sys
         from shared.config.loader import load_config
-        from shared.jobspec import render_job
+        from shared.policy.jobspec import render_job
         from shared.validation import validate_spec
 
         config = load_config({str(BENCH_CONFIG)!r})

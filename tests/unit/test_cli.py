@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.cli import main
+from tooling import main
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 EXAMPLE_CONFIG = str(EXAMPLES / "config.yaml")

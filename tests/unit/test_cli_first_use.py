@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from cli_test_support import CREDENTIALS_FIX, EXAMPLE_CONFIG, REPO, VALID_RUN_ID, remove_credentials
 
-from shared import clients
-from shared.cli import main
+from shared.adapters import clients
+from tooling import main
 
 GS_CONFIG = "gs://acme-config/vertex-dispatch.yaml"
 
@@ -91,7 +91,7 @@ def test_deploy_plan_tfvars_needs_a_local_config(
 def test_a_reader_that_leaves_ends_the_command_quietly(argv: list[str]) -> None:
     """As `status --all | head`: the reader is gone before the command writes anything."""
     command = subprocess.Popen(
-        [sys.executable, "-m", "shared.cli", *argv],
+        [sys.executable, "-m", "tooling", *argv],
         cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -12,9 +12,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from cli_test_support import CREDENTIALS_FIX, EXAMPLE_CONFIG, VALID_RUN_ID, remove_credentials
 
-from shared import clients
-from shared.cli import main, status_table
-from shared.ledger import Attempt, RetryPlan, Run, RunStatus
+from shared.adapters import clients
+from shared.adapters.ledger import Attempt, RetryPlan, Run, RunStatus
+from tooling import main, status_table
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 PARENT = "projects/acme-ml/locations/us-central1"

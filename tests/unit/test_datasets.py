@@ -1,4 +1,4 @@
-"""shared.datasets: manifests in both formats, and the files still missing."""
+"""shared.decode.manifests: manifests in both formats, and the files still missing."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from shared.datasets import (
+from shared.decode.manifests import (
     MAX_MANIFEST_FILES,
     InvalidManifest,
     missing_files,

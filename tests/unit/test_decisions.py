@@ -1,4 +1,4 @@
-"""shared.decisions: the retry policy over small runs, templates and real error texts."""
+"""shared.policy.decisions: the retry policy over small runs, templates and real error texts."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from shared.alerts import AlertReason
+from shared.adapters.alerts import AlertReason
+from shared.adapters.ledger import Attempt, InvalidTransition, RetryPlan, Run, RunStatus
 from shared.config.model import (
     FailureClass,
     FlexStartPlacement,
@@ -17,16 +18,15 @@ from shared.config.model import (
     RetryPolicy,
     Template,
 )
-from shared.decisions import (
+from shared.model.records import placement_record
+from shared.policy.classify import Classification, classify_error
+from shared.policy.decisions import (
     Decision,
     PlacementNotInChain,
     backoff_delay,
     decide,
     placement_index,
 )
-from shared.ledger import Attempt, InvalidTransition, RetryPlan, Run, RunStatus
-from shared.outcomes import Classification, classify_error
-from shared.records import placement_record
 
 NOW = datetime(2026, 12, 1, 3, 0, tzinfo=UTC)
 PERSISTENT = PersistentResourcePlacement("a100-pool")

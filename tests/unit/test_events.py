@@ -1,4 +1,4 @@
-"""shared.events: real-shaped CloudEvents in, triggers or MalformedEvent out."""
+"""shared.decode.events: real-shaped CloudEvents in, triggers or MalformedEvent out."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from functions_framework import event_conversion
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.errors import MalformedEvent
-from shared.events import PUBSUB_PUBLISHED, STORAGE_FINALIZED, decode
-from shared.triggers import JobRequest, ObjectFinalized, RetryRequest, ScheduleTick
+from shared.decode.events import PUBSUB_PUBLISHED, STORAGE_FINALIZED, decode
+from shared.model.errors import MalformedEvent
+from shared.model.triggers import JobRequest, ObjectFinalized, RetryRequest, ScheduleTick
 
 BUCKET = "acme-datasets"
 MARKER = "imagenet/2026-12-01/_SUCCESS"

@@ -1,4 +1,5 @@
-"""shared.events: what the decoder lets through must be storable and real, else MalformedEvent.
+"""shared.decode.events: what the decoder lets through must be storable and real, else
+MalformedEvent.
 
 A job request's body is kept whole in the ledger, so a body Firestore cannot store (nested too
 deep, an integer beyond int64, an array inside an array, a key it refuses) must be refused at
@@ -18,10 +19,10 @@ from typing import Any
 import pytest
 from cloudevents.http import CloudEvent
 
-from shared import events
-from shared.errors import MalformedEvent
-from shared.events import MAX_JSON_DEPTH, MAX_KEY_PATH_BYTES, PUBSUB_PUBLISHED, decode
-from shared.triggers import JobRequest, ScheduleTick
+from shared.decode import events
+from shared.decode.events import MAX_JSON_DEPTH, MAX_KEY_PATH_BYTES, PUBSUB_PUBLISHED, decode
+from shared.model.errors import MalformedEvent
+from shared.model.triggers import JobRequest, ScheduleTick
 
 SCHEDULE = {"vertex_dispatch_kind": "schedule"}
 GOOD_TIME = "2026-12-01T02:00:03.412Z"

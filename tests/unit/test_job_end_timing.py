@@ -1,4 +1,5 @@
-"""When a job's end may be decided, and what its timestamps say (shared.outcomes, shared.jobstate).
+"""When a job's end may be decided, and what its timestamps say (shared.policy.classify,
+shared.handlers.jobstate).
 
 Two facts of the real service that a job's error alone does not carry:
 
@@ -25,18 +26,9 @@ from google.rpc import status_pb2
 
 from shared.config.loader import parse_config
 from shared.config.model import FailureClass
-from shared.dispatch import Services
-from shared.jobstate import JobStateOutcome, record_job_state
-from shared.outcomes import (
-    ERROR_SETTLE_TIME,
-    SERVICE_EXPIRY_WINDOW,
-    WAIT_RAN_OUT_RULE,
-    classify,
-    error_pending,
-    wait_ran_out,
-)
-from shared.reconcile_plan import StateChange, plan_tick
-from shared.runs import (
+from shared.handlers.dispatch import Services
+from shared.handlers.jobstate import JobStateOutcome, record_job_state
+from shared.model.runs import (
     Attempt,
     AttemptOutcome,
     Run,
@@ -45,6 +37,15 @@ from shared.runs import (
     with_decision,
     with_observed_state,
 )
+from shared.policy.classify import (
+    ERROR_SETTLE_TIME,
+    SERVICE_EXPIRY_WINDOW,
+    WAIT_RAN_OUT_RULE,
+    classify,
+    error_pending,
+    wait_ran_out,
+)
+from shared.policy.reconcile_plan import StateChange, plan_tick
 from vertex_ai_emulator import failures
 
 CREATED = datetime(2026, 12, 1, 2, 0, tzinfo=UTC)

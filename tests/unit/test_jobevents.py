@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from cloudevents.http import CloudEvent
 
-from shared.errors import MalformedEvent
-from shared.jobevents import HintSource, JobHint, decode_hint, job_state_message
+from shared.decode.hints import HintSource, JobHint, decode_hint, job_state_message
+from shared.model.errors import MalformedEvent
 
 JOB_NAME = "projects/123456789012/locations/us-central1/customJobs/1000000000000000001"
 PUBSUB_PUBLISHED = "google.cloud.pubsub.topic.v1.messagePublished"

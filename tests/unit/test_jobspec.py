@@ -16,8 +16,8 @@ from shared.config.model import (
     Placement,
     Template,
 )
-from shared.errors import InvalidJobSpec
-from shared.jobspec import (
+from shared.model.errors import InvalidJobSpec
+from shared.policy.jobspec import (
     RenderedJob,
     job_to_json,
     label_safe,

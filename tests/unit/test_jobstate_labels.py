@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from google.cloud.aiplatform_v1 import CustomJob
 
-from shared.jobstate import _run_and_attempt
+from shared.handlers.jobstate import _run_and_attempt
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,5 @@
-"""shared.ledger: a record the Firestore client itself refuses is LedgerRejected, never a raw error.
+"""shared.adapters.ledger: a record the Firestore client itself refuses is LedgerRejected, never a
+raw error.
 
 google-cloud-firestore encodes a document before sending it, and refuses some values there, with
 errors that are not ``GoogleAPICallError``: ``ValueError`` (an integer beyond int64, an empty map
@@ -16,8 +17,8 @@ from typing import Any
 import pytest
 from google.cloud import firestore
 
-from shared.ledger import Ledger, LedgerRejected, Run
-from shared.runkeys import run_id
+from shared.adapters.ledger import Ledger, LedgerRejected, Run
+from shared.model.runkeys import run_id
 
 
 def nested(levels: int) -> dict[str, Any]:
@@ -64,7 +65,7 @@ def test_a_record_the_client_refuses_is_ledger_rejected(
 @pytest.mark.parametrize("operation", ["get", "query"])
 def test_a_client_error_on_a_read_is_not_read_as_a_refused_record(operation: str) -> None:
     # A closed channel raises ValueError too: on a read it says nothing about any record.
-    from shared.ledger import _translated_errors
+    from shared.adapters.ledger import _translated_errors
 
     with pytest.raises(ValueError, match="closed channel"), _translated_errors(operation, "r-1"):
         raise ValueError("Cannot invoke RPC on closed channel!")

@@ -1,4 +1,4 @@
-"""The ledger's pure transitions for job states and decisions (shared.ledger)."""
+"""The ledger's pure transitions for job states and decisions (shared.adapters.ledger)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from shared.ledger import (
+from shared.adapters.ledger import (
     Attempt,
     AttemptOutcome,
     InvalidTransition,
@@ -25,7 +25,7 @@ from shared.ledger import (
     with_retry_published,
     with_waiting_cancelled,
 )
-from shared.runs import owed_actions
+from shared.model.runs import owed_actions
 
 T0 = datetime(2026, 12, 1, 2, 0, tzinfo=UTC)
 PARENT = "projects/local-project/locations/us-central1"
@@ -246,8 +246,8 @@ def test_only_a_run_waiting_for_an_attempt_is_cancelled_in_the_ledger_alone(
 
 
 def test_a_reopened_run_waits_for_the_operators_attempt_so_a_lost_delivery_is_republished() -> None:
-    from shared.ledger import with_reopened
-    from shared.submission import retry_awaited
+    from shared.adapters.ledger import with_reopened
+    from shared.handlers.submission import retry_awaited
 
     plan = RetryPlan(T0, 2, 0, "operator retry, republished because its delivery was lost")
     failed = run(RunStatus.FAILED, replace(attempt(1, JOB_1, "JOB_STATE_FAILED"), decision={}))

@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from shared import machines
-from shared.machines import GpuShape
+from shared.policy import machines
+from shared.policy.machines import GpuShape
 
 
 @pytest.mark.parametrize(
@@ -104,7 +104,7 @@ def test_is_gpu(name: str, is_gpu: bool) -> None:
 def test_importing_the_table_loads_no_cloud_client() -> None:
     # The interpreter preloads the bare ``google.cloud`` namespace; nothing below it may load.
     probe = (
-        "import sys, shared.machines; "
+        "import sys, shared.policy.machines; "
         "print(sorted(m for m in sys.modules if m.startswith(('google.', 'proto'))))"
     )
     loaded = subprocess.run(

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from shared.alerts import Alert, Severity
+from shared.adapters.alerts import Alert, Severity
+from shared.adapters.webhook import alert_text, notify
 from shared.config.model import AlertWebhook, WebhookFormat
-from shared.notify import alert_text, notify
 
 URL_ENV = "ALERT_WEBHOOK_URL"
 PARENT = "projects/123456789012/locations/us-central1"
@@ -148,7 +148,7 @@ def test_a_failing_receiver_is_logged_never_raised(
     receiver.delay_seconds = delay_seconds
 
     started = time.monotonic()
-    with caplog.at_level(logging.WARNING, logger="shared.notify"):
+    with caplog.at_level(logging.WARNING, logger="shared.adapters.webhook"):
         delivered = notify(ALERT, settings(timeout=timeout), environ={URL_ENV: receiver.url})
     elapsed = time.monotonic() - started
 
@@ -173,7 +173,7 @@ def test_a_failing_receiver_is_logged_never_raised(
 def test_a_missing_or_unsafe_url_is_skipped_with_a_warning(
     caplog: pytest.LogCaptureFixture, environ: dict[str, str], expected_in_log: str
 ) -> None:
-    with caplog.at_level(logging.WARNING, logger="shared.notify"):
+    with caplog.at_level(logging.WARNING, logger="shared.adapters.webhook"):
         assert notify(ALERT, settings(), environ=environ) is False
 
     [record] = caplog.records
@@ -182,7 +182,7 @@ def test_a_missing_or_unsafe_url_is_skipped_with_a_warning(
 
 
 def test_a_refused_connection_is_logged_never_raised(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.WARNING, logger="shared.notify"):
+    with caplog.at_level(logging.WARNING, logger="shared.adapters.webhook"):
         delivered = notify(ALERT, settings(), environ={URL_ENV: "http://127.0.0.1:9/hook"})
 
     assert delivered is False
@@ -190,6 +190,6 @@ def test_a_refused_connection_is_logged_never_raised(caplog: pytest.LogCaptureFi
 
 
 def test_no_webhook_configured_does_nothing(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.DEBUG, logger="shared.notify"):
+    with caplog.at_level(logging.DEBUG, logger="shared.adapters.webhook"):
         assert notify(ALERT, None) is False
     assert caplog.records == []

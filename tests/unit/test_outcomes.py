@@ -1,4 +1,4 @@
-"""shared.outcomes: real Vertex AI error texts and the emulator's own → a failure class."""
+"""shared.policy.classify: real Vertex AI error texts and the emulator's own → a failure class."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from google.cloud import aiplatform_v1
 from google.rpc import status_pb2
 
 from shared.config.model import FailureClass
-from shared.outcomes import (
+from shared.policy.classify import (
     VERDICTS,
     Classification,
     NotTerminal,

@@ -1,4 +1,4 @@
-"""shared.planning: real-shaped events against the example config, planned without side effects."""
+"""tooling.planning: real-shaped events against the example config, planned without side effects."""
 
 from __future__ import annotations
 
@@ -16,8 +16,9 @@ from functions_framework import event_conversion
 
 from shared.config.loader import load_config, parse_config
 from shared.config.model import Config
-from shared.errors import MalformedEvent
-from shared.planning import (
+from shared.model.errors import MalformedEvent
+from shared.model.runkeys import dataset_run_key, run_id
+from tooling.planning import (
     LIVE_CHECKS_FLEX_START,
     LIVE_CHECKS_PERSISTENT_RESOURCE,
     Plan,
@@ -28,7 +29,6 @@ from shared.planning import (
     plan_event_json,
     push_body_to_cloud_event,
 )
-from shared.runkeys import dataset_run_key, run_id
 
 EXAMPLE_CONFIG = Path(__file__).resolve().parents[2] / "examples" / "config.yaml"
 GENERATION = "1733100000000000"
@@ -438,7 +438,7 @@ def test_an_unmatched_event_does_not_import_vertex_ai(tmp_path: Path) -> None:
     event.write_text(json.dumps(shard))
     script = (
         "import sys; from shared.config.loader import load_config; "
-        "from shared.planning import plan_event_json; "
+        "from tooling.planning import plan_event_json; "
         f"plan = plan_event_json(load_config({str(EXAMPLE_CONFIG)!r}), "
         f"open({str(event)!r}).read()); "
         "print(plan.verdict.value, 'google.cloud.aiplatform_v1' in sys.modules)"

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from google.cloud.aiplatform_v1 import CustomJob
 
+from shared.adapters.ledger import Attempt, RetryPlan, Run, RunStatus
 from shared.config.model import FlexStartPlacement, PersistentResourcePlacement, Template
-from shared.ledger import Attempt, RetryPlan, Run, RunStatus
-from shared.reconcile_plan import (
+from shared.policy.reconcile_plan import (
     DueRetry,
     Listing,
     OverdueWait,

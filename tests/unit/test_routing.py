@@ -1,4 +1,4 @@
-"""shared.routing: real-shaped triggers against a real-shaped config."""
+"""shared.decode.routing: real-shaped triggers against a real-shaped config."""
 
 from __future__ import annotations
 
@@ -19,16 +19,16 @@ from shared.config.model import (
     ScheduleRoute,
     Template,
 )
-from shared.errors import ConfigError
-from shared.routing import (
+from shared.decode.routing import (
     RequestRejected,
     RouteMatch,
     fill_placeholders,
     glob_regex,
     route,
 )
-from shared.runkeys import run_id
-from shared.triggers import JobRequest, ObjectFinalized, RetryRequest, ScheduleTick
+from shared.model.errors import ConfigError
+from shared.model.runkeys import run_id
+from shared.model.triggers import JobRequest, ObjectFinalized, RetryRequest, ScheduleTick
 
 GENERATION = 1733100000000000
 PUBLISHED_AT = datetime(2026, 12, 1, 2, 0, 3, 412000, tzinfo=UTC)
@@ -416,8 +416,8 @@ import json, sys
 already_loaded = set(sys.modules)  # google.cloud itself is a namespace a .pth file preloads
 from cloudevents.http import CloudEvent
 from shared.config.model import Config, GcsRoute
-from shared.events import decode
-from shared.routing import route
+from shared.decode.events import decode
+from shared.decode.routing import route
 config = Config(project="p", region="r", source="s", alerts_topic="t",
                 routes=(GcsRoute(name="n", bucket="b", match="x/*/_SUCCESS", template="t"),))
 event = CloudEvent({"type": "google.cloud.storage.object.v1.finalized", "source": "s"},

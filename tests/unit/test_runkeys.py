@@ -1,4 +1,5 @@
-"""shared.runkeys: one key per trigger, stable across versions, ids safe as labels and doc ids."""
+"""shared.model.runkeys: one key per trigger, stable across versions, ids safe as labels and doc
+ids."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shared.runkeys import (
+from shared.model.runkeys import (
     dataset_run_key,
     is_run_id,
     object_run_key,

@@ -1,4 +1,5 @@
-"""shared.runs, the run model, is cloud-free; shared.ledger still offers every name it moved."""
+"""shared.model.runs, the run model, is cloud-free; shared.adapters.ledger still offers every name
+it moved."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import sys
 
 import pytest
 
-from shared import ledger, runs
+from shared.adapters import ledger
+from shared.model import runs
 
 MOVED_NAMES = (
     "INTENT_STATE",
@@ -41,7 +43,7 @@ MOVED_NAMES = (
 def test_importing_runs_imports_no_google_library() -> None:
     # The google and google.cloud namespace packages are preloaded by .pth files: count the rest.
     probe = (
-        "import sys; before = set(sys.modules); import shared.runs;"
+        "import sys; before = set(sys.modules); import shared.model.runs;"
         "print(sorted(m for m in set(sys.modules) - before if m.startswith(('google', 'grpc'))))"
     )
     result = subprocess.run(

@@ -1,5 +1,5 @@
-"""A live job state seen too late never replaces what the ledger knows is later (shared.runs,
-shared.reconcile_plan).
+"""A live job state seen too late never replaces what the ledger knows is later (shared.model.runs,
+shared.policy.reconcile_plan).
 
 A reconcile listing made before a job ended may be applied after ``on_job_event`` decided its end
 (and a create's answer, QUEUED, may be recorded after a fast hint decided the job). Job states
@@ -19,8 +19,7 @@ import pytest
 from google.cloud.aiplatform_v1 import CustomJob
 
 from shared.config.model import FlexStartPlacement, Template
-from shared.reconcile_plan import StateChange, plan_tick
-from shared.runs import (
+from shared.model.runs import (
     CREATE_FAILED_STATE,
     INTENT_STATE,
     Attempt,
@@ -34,6 +33,7 @@ from shared.runs import (
     with_job,
     with_observed_state,
 )
+from shared.policy.reconcile_plan import StateChange, plan_tick
 
 T0 = datetime(2026, 12, 1, 2, 0, tzinfo=UTC)
 PARENT = "projects/local-project/locations/us-central1"

@@ -13,8 +13,8 @@ from collections.abc import Iterator
 import pytest
 import requests
 
-from shared import vertex
-from shared.errors import BackendUnavailable
+from shared.adapters import vertex
+from shared.model.errors import BackendUnavailable
 
 PARENT = "projects/p/locations/us-central1"
 

@@ -52,7 +52,7 @@ EMULATORS = ("pubsub", "firestore", "storage", "vertex-ai")
 # Google: "About one minute after a job ends, Vertex AI sets the error code on the training job
 # object" ("Understand the custom training service"). The stack's Vertex AI emulator does so, so
 # the demo, the end-to-end tests and the soak all go through the late-error path
-# (shared/jobstate.py defers a FAILED job without its error).
+# (shared/handlers/jobstate.py defers a FAILED job without its error).
 VERTEX_ERROR_DELAY = "60s"
 CONFIG_VARIABLE = "VERTEX_DISPATCH_CONFIG"
 STACK_LOG = "stack.log"

@@ -1,6 +1,6 @@
 """Read what the local stack did, the way a test or the demo asserts on it: no log text.
 
-- the run ledger (Firestore) through ``shared.ledger``;
+- the run ledger (Firestore) through ``shared.adapters.ledger``;
 - a topic (alerts, completions) through a pull subscription made for the reader;
 - the Vertex AI emulator's request log, jobs and admin API (capacity, outcome rules, clock);
 - objects written to the Cloud Storage emulator, as an uploader would.

@@ -2,7 +2,7 @@
 
 The Vertex AI emulator runs in this process with a frozen clock (``time_scale=0``) and its own
 small world (one persistent resource, A100 capacity), reset before each test. ``vertex_transport``
-points ``shared.clients`` at it over gRPC or REST by the environment, as production would.
+points ``shared.adapters.clients`` at it over gRPC or REST by the environment, as production would.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import pytest
 from adapter_test_support import VERTEX_WORLD, VertexAdmin
 
 from emulator_stack import LOCAL_PROJECT, FirestoreEmulator, PubSubEmulator
-from shared import clients
-from shared.ledger import Ledger
+from shared.adapters import clients
+from shared.adapters.ledger import Ledger
 from vertex_ai_emulator.config import EmulatorConfig
 from vertex_ai_emulator.server import EmulatorServer
 
@@ -40,7 +40,7 @@ def vertex_transport(
     vertex_admin: VertexAdmin,
     monkeypatch: pytest.MonkeyPatch,
 ) -> str:
-    """Point ``shared.clients`` at the in-process emulator over one transport."""
+    """Point ``shared.adapters.clients`` at the in-process emulator over one transport."""
     monkeypatch.delenv(clients.VERTEX_GRPC_EMULATOR_VARIABLE, raising=False)
     monkeypatch.delenv(clients.VERTEX_REST_EMULATOR_VARIABLE, raising=False)
     if request.param == "grpc":

@@ -1,4 +1,5 @@
-"""shared.alerts: the documented JSON reaches a subscriber, the log line carries its labels."""
+"""shared.adapters.alerts: the documented JSON reaches a subscriber, the log line carries its
+labels."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from collections.abc import Callable
 import pytest
 
 from emulator_stack import LOCAL_PROJECT, PubSubEmulator
-from shared import alerts, clients
-from shared.errors import TransientError
+from shared.adapters import alerts, clients
+from shared.model.errors import TransientError
 
 NO_PLACEMENT = alerts.Alert(
     run_id="r-0123456789abcdef01234567",

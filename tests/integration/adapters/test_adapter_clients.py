@@ -1,4 +1,5 @@
-"""shared.clients: nothing imported up front, endpoints from the environment, one client per key."""
+"""shared.adapters.clients: nothing imported up front, endpoints from the environment, one client
+per key."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from collections.abc import Callable
 import pytest
 
 from emulator_stack import LOCAL_PROJECT, StorageEmulator
-from shared import clients
+from shared.adapters import clients
 
 GRPC = clients.VERTEX_GRPC_EMULATOR_VARIABLE
 REST = clients.VERTEX_REST_EMULATOR_VARIABLE
@@ -18,7 +19,7 @@ REST = clients.VERTEX_REST_EMULATOR_VARIABLE
 def test_importing_clients_imports_no_google_library() -> None:
     # The google and google.cloud namespace packages are preloaded by .pth files: count the rest.
     probe = (
-        "import sys; before = set(sys.modules); import shared.clients;"
+        "import sys; before = set(sys.modules); import shared.adapters.clients;"
         "print(sorted(m for m in set(sys.modules) - before if m.startswith(('google', 'grpc'))))"
     )
     result = subprocess.run(

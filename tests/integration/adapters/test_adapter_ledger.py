@@ -1,4 +1,5 @@
-"""shared.ledger: the pure run transitions (tables), then the Firestore primitives under races."""
+"""shared.adapters.ledger: the pure run transitions (tables), then the Firestore primitives under
+races."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from threading import Barrier
 
 import pytest
 
-from shared.ledger import (
+from shared.adapters.ledger import (
     INTENT_STATE,
     Attempt,
     InvalidTransition,

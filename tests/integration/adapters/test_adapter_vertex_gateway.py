@@ -1,4 +1,5 @@
-"""shared.vertex against the Vertex AI emulator over gRPC and REST: calls, labels, errors."""
+"""shared.adapters.vertex against the Vertex AI emulator over gRPC and REST: calls, labels,
+errors."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ import pytest
 from adapter_test_support import PARENT, POOL_NAME, REGION, VertexAdmin
 from google.cloud import aiplatform_v1
 
-from shared import vertex
-from shared.errors import BackendUnavailable, InvalidJobSpec, PermanentError
+from shared.adapters import vertex
+from shared.model.errors import BackendUnavailable, InvalidJobSpec, PermanentError
 
 pytestmark = pytest.mark.integration
 

@@ -36,8 +36,8 @@ from emulator_stack.launch import start_and_wait
 from emulator_stack.ports import LOOPBACK, free_port
 from emulator_stack.process import ManagedProcess
 from emulator_stack.readiness import tcp_open
-from shared import clients
-from shared.ledger import Ledger
+from shared.adapters import clients
+from shared.adapters.ledger import Ledger
 
 CONFIG = Path(__file__).parent / "configs" / "dispatch.yaml"
 FUNCTIONS_SOURCE = Path(__file__).parents[3] / "functions" / "main.py"

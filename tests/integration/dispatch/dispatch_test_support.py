@@ -298,7 +298,7 @@ def ensure_alerts_topic() -> str:
     """The config's alerts topic, created on the Pub/Sub emulator if no test made it yet."""
     from google.api_core.exceptions import AlreadyExists
 
-    from shared import clients
+    from shared.adapters import clients
 
     with contextlib.suppress(AlreadyExists):
         clients.publisher_client().create_topic(name=ALERTS_TOPIC)
@@ -307,7 +307,7 @@ def ensure_alerts_topic() -> str:
 
 def ensure_datasets_buckets() -> tuple[str, str]:
     """The buckets the storage routes watch, created on the Cloud Storage emulator if missing."""
-    from shared import clients
+    from shared.adapters import clients
 
     storage = clients.storage_client(LOCAL_PROJECT)
     for bucket in (DATASETS_BUCKET, MANIFESTS_BUCKET):
@@ -319,8 +319,8 @@ def ensure_datasets_buckets() -> tuple[str, str]:
 def age_intent(the_run_id: str, age: timedelta, attempt_index: int = 0) -> None:
     """Move an attempt's intent_at back by ``age`` in the real ledger, as if its creator had
     died (or its create had timed out) that long ago."""
-    from shared import clients
-    from shared.ledger import DEFAULT_COLLECTION
+    from shared.adapters import clients
+    from shared.adapters.ledger import DEFAULT_COLLECTION
 
     collection = clients.firestore_client(LOCAL_PROJECT).collection(DEFAULT_COLLECTION)
     reference = collection.document(the_run_id)

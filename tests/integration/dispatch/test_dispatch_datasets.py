@@ -24,10 +24,10 @@ from dispatch_test_support import (
     object_finalized,
 )
 
-from shared import clients
-from shared.alerts import AlertReason
-from shared.ledger import Ledger, RunStatus
-from shared.runkeys import dataset_run_key, run_id
+from shared.adapters import clients
+from shared.adapters.alerts import AlertReason
+from shared.adapters.ledger import Ledger, RunStatus
+from shared.model.runkeys import dataset_run_key, run_id
 
 GENERATION = 1733100000000000
 SHARDS = 200

@@ -24,10 +24,10 @@ from dispatch_test_support import (
     message_published,
 )
 
-from shared.alerts import AlertReason
-from shared.ledger import INTENT_STATE, AttemptOutcome, Ledger, RetryPlan, RunStatus
-from shared.runkeys import request_run_key, run_id
-from shared.submission import INTENT_LEASE
+from shared.adapters.alerts import AlertReason
+from shared.adapters.ledger import INTENT_STATE, AttemptOutcome, Ledger, RetryPlan, RunStatus
+from shared.handlers.submission import INTENT_LEASE
+from shared.model.runkeys import request_run_key, run_id
 
 DATASET = "gs://dispatch-it-datasets/datasets/recovery/"
 

@@ -30,8 +30,8 @@ from emulator_stack import (
     StorageEmulator,
     VertexAIEmulator,
 )
-from shared import clients
-from shared.ledger import Ledger
+from shared.adapters import clients
+from shared.adapters.ledger import Ledger
 
 
 @pytest.fixture(scope="session")

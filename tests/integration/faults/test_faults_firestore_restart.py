@@ -50,8 +50,8 @@ from emulator_stack import (
     scoped_environ,
     start_firestore_emulator,
 )
-from shared.ledger import CALL_TIMEOUT_SECONDS, INTENT_STATE, Ledger, RunStatus
-from shared.runkeys import request_run_key, run_id
+from shared.adapters.ledger import CALL_TIMEOUT_SECONDS, INTENT_STATE, Ledger, RunStatus
+from shared.model.runkeys import request_run_key, run_id
 
 DATASET = "gs://dispatch-it-datasets/datasets/firestore-outage/"
 BEFORE, DURING, LATE, AFTER = 7, 6, 2, 5

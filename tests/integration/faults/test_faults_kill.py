@@ -30,9 +30,9 @@ from faults_test_support import (
     wait_for,
 )
 
-from shared.ledger import INTENT_STATE, Ledger, RunStatus
-from shared.runkeys import request_run_key, run_id
-from shared.submission import INTENT_LEASE
+from shared.adapters.ledger import INTENT_STATE, Ledger, RunStatus
+from shared.handlers.submission import INTENT_LEASE
+from shared.model.runkeys import request_run_key, run_id
 
 DATASET = "gs://dispatch-it-datasets/datasets/killed/"
 HELD_ANSWER_MS = 2500

@@ -47,9 +47,9 @@ from faults_test_support import FunctionServer, report
 from emulator_stack import LOCAL_PROJECT, PubSubEmulator
 from emulator_stack.ports import LOOPBACK
 from emulator_stack.wiring import PRODUCTION_LIKE_RETRY_POLICY, PubSubWiring, PushRoute, topic_path
-from shared.ledger import Ledger, RunStatus
+from shared.adapters.ledger import Ledger, RunStatus
 from shared.logs import LABELS_FIELD
-from shared.runkeys import request_run_key, run_id
+from shared.model.runkeys import request_run_key, run_id
 
 DELIVERY_ATTEMPTS = 10  # production's dead-letter policy (terraform var.max_delivery_attempts)
 DATASET = "gs://dispatch-it-datasets/datasets/nacked/"

@@ -24,8 +24,8 @@ from dispatch_test_support import (
 )
 from faults_test_support import deliver_until_acknowledged, report
 
-from shared.ledger import Ledger, RunStatus
-from shared.runkeys import dataset_run_key, request_run_key, run_id, schedule_run_key
+from shared.adapters.ledger import Ledger, RunStatus
+from shared.model.runkeys import dataset_run_key, request_run_key, run_id, schedule_run_key
 
 GENERATION = 1733100000000000
 DATASET = "gs://dispatch-it-datasets/datasets/faults/"

@@ -14,8 +14,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dispatch_test_support import FunctionUrls, VertexAdmin, deliver_push, job_request
 from faults_test_support import deliver_until_acknowledged, report
 
-from shared.ledger import Ledger, RunStatus
-from shared.runkeys import request_run_key, run_id
+from shared.adapters.ledger import Ledger, RunStatus
+from shared.model.runkeys import request_run_key, run_id
 
 TRIGGERS = 40
 DATASET = "gs://dispatch-it-datasets/datasets/flaky-vertex/"

@@ -24,10 +24,11 @@ import pytest
 from cloudevents.http import CloudEvent
 
 from emulator_stack import LOCAL_PROJECT, FirestoreEmulator, PubSubEmulator, VertexAIEmulator
-from shared import clients, logs
+from shared import logs
+from shared.adapters import clients
+from shared.adapters.ledger import Ledger
 from shared.config.loader import parse_config
-from shared.dispatch import Services, dispatch_event
-from shared.ledger import Ledger
+from shared.handlers.dispatch import Services, dispatch_event
 
 TOKEN = "T0KEN-s3cr3t-4f9c2b"
 URL_VARIABLE = "HOSTILE_ALERT_WEBHOOK_URL"

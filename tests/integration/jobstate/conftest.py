@@ -16,10 +16,10 @@ import pytest
 from jobstate_test_support import Subscription, VertexAdmin
 
 from emulator_stack import LOCAL_PROJECT, FirestoreEmulator, PubSubEmulator, VertexAIEmulator
-from shared import clients
+from shared.adapters import clients
 from shared.config.loader import load_config
 from shared.config.model import Config
-from shared.dispatch import Services
+from shared.handlers.dispatch import Services
 
 CONFIG = Path(__file__).parent / "configs" / "jobstate.yaml"
 

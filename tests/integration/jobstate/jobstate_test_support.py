@@ -19,7 +19,7 @@ from typing import Any
 from cloudevents.http import CloudEvent
 
 from emulator_stack import LOCAL_PROJECT
-from shared.jobevents import job_state_message
+from shared.decode.hints import job_state_message
 
 PUBSUB_PUBLISHED = "google.cloud.pubsub.topic.v1.messagePublished"
 HTTP_TIMEOUT_SECONDS = 30.0

@@ -23,13 +23,13 @@ from datetime import datetime, timedelta
 import pytest
 from jobstate_test_support import Subscription, VertexAdmin, job_request, job_state_hint
 
-from shared import vertex as vertex_api
-from shared.dispatch import Services, dispatch_event
-from shared.jobstate import JobStateOutcome, JobStateResult, handle_job_event
-from shared.ledger import Run, RunStatus
-from shared.outcomes import ERROR_SETTLE_TIME, WAIT_RAN_OUT_RULE
-from shared.reconcile_plan import StateChange, plan_tick
-from shared.runkeys import request_run_key, run_id
+from shared.adapters import vertex as vertex_api
+from shared.adapters.ledger import Run, RunStatus
+from shared.handlers.dispatch import Services, dispatch_event
+from shared.handlers.jobstate import JobStateOutcome, JobStateResult, handle_job_event
+from shared.model.runkeys import request_run_key, run_id
+from shared.policy.classify import ERROR_SETTLE_TIME, WAIT_RAN_OUT_RULE
+from shared.policy.reconcile_plan import StateChange, plan_tick
 
 TEMPLATE = "two-regions"
 A100 = "NVIDIA_TESLA_A100"

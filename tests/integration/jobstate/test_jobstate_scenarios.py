@@ -22,13 +22,13 @@ from jobstate_test_support import (
     message_published,
 )
 
-from shared import vertex as vertex_api
-from shared.actions import RETRY_REPUBLISH_AFTER, ensure_actions
-from shared.alerts import AlertReason
-from shared.dispatch import Services, dispatch_event
-from shared.jobstate import JobStateOutcome, JobStateResult, handle_job_event
-from shared.ledger import Run, RunStatus
-from shared.runkeys import request_run_key, run_id
+from shared.adapters import vertex as vertex_api
+from shared.adapters.alerts import AlertReason
+from shared.adapters.ledger import Run, RunStatus
+from shared.handlers.actions import RETRY_REPUBLISH_AFTER, ensure_actions
+from shared.handlers.dispatch import Services, dispatch_event
+from shared.handlers.jobstate import JobStateOutcome, JobStateResult, handle_job_event
+from shared.model.runkeys import request_run_key, run_id
 
 TEMPLATE = "two-regions"
 A100 = "NVIDIA_TESLA_A100"

@@ -14,10 +14,10 @@ import pytest
 from reconcile_test_support import CONFIG, VERTEX_WORLD, Subscription, VertexAdmin, World, topic
 
 from emulator_stack import LOCAL_PROJECT, FirestoreEmulator, PubSubEmulator
-from shared import clients
+from shared.adapters import clients
+from shared.adapters.ledger import Ledger
 from shared.config.loader import load_config
-from shared.dispatch import Services
-from shared.ledger import Ledger
+from shared.handlers.dispatch import Services
 from vertex_ai_emulator.config import EmulatorConfig
 from vertex_ai_emulator.server import EmulatorServer
 

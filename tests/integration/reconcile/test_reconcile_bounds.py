@@ -11,10 +11,10 @@ from google.cloud.aiplatform_v1 import CustomJob
 from reconcile_test_support import EAST_REGION, REGION, World, of_run
 
 from emulator_stack import LOCAL_PROJECT
-from shared import vertex
-from shared.ledger import Attempt, Run, RunStatus
-from shared.outcome import DispatchOutcome
-from shared.reconcile import WatchdogReason, reconcile
+from shared.adapters import vertex
+from shared.adapters.ledger import Attempt, Run, RunStatus
+from shared.handlers.reconcile import WatchdogReason, reconcile
+from shared.model.results import DispatchOutcome
 
 PAGE_SIZE = vertex.LIST_PAGE_SIZE
 RUNS_PER_REGION = 150

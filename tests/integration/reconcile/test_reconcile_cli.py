@@ -8,9 +8,9 @@ import pytest
 from reconcile_test_support import CONFIG, World
 
 from emulator_stack import LOCAL_PROJECT, FirestoreEmulator
-from shared import clients
-from shared.cli import main
-from shared.ledger import DEFAULT_COLLECTION, Ledger
+from shared.adapters import clients
+from shared.adapters.ledger import DEFAULT_COLLECTION, Ledger
+from tooling import main
 
 
 @pytest.fixture
@@ -137,8 +137,8 @@ def test_a_forged_operator_retry_neither_reopens_a_run_nor_starts_a_job(
 ) -> None:
     """Anyone who may publish on the requests topic can write reason "operator"; only the
     ledger's grant, which `vertex-dispatch retry` writes, lets an attempt reopen a run."""
-    from shared import retries
-    from shared.ledger import RetryPlan
+    from shared.adapters import retry_messages as retries
+    from shared.adapters.ledger import RetryPlan
 
     world = operator_world
     started = world.request_run("flex-l4-starved")
@@ -161,7 +161,7 @@ def test_a_forged_operator_retry_neither_reopens_a_run_nor_starts_a_job(
 def test_a_succeeded_run_cannot_be_retried(
     operator_world: World, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from shared.ledger import RunStatus
+    from shared.adapters.ledger import RunStatus
 
     started = operator_world.request_run("flex-l4-starved")
     operator_world.services.ledger.set_status(started.run_id, RunStatus.SUCCEEDED)
@@ -188,7 +188,7 @@ def test_retry_refuses_a_run_rejected_before_any_template_was_chosen(
 def test_retry_refuses_a_run_whose_template_the_config_no_longer_has(
     operator_world: World, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from shared.ledger import Run, RunStatus
+    from shared.adapters.ledger import Run, RunStatus
 
     retired = "r-" + "ab" * 12
     operator_world.services.ledger.open_run(
@@ -215,7 +215,7 @@ def test_cancel_refuses_a_run_that_has_ended_without_asking_vertex(
 ) -> None:
     from dataclasses import replace
 
-    from shared.ledger import RunStatus
+    from shared.adapters.ledger import RunStatus
 
     started = operator_world.request_run("flex-l4-starved")
     ended = replace(operator_world.run(started.run_id), run_id="r-" + "cd" * 12)
@@ -272,7 +272,7 @@ def test_cancel_of_a_run_waiting_for_its_retry_stops_the_retry(
 def test_status_of_named_runs_shows_them_whatever_their_status(
     operator_world: World, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from shared.ledger import RunStatus
+    from shared.adapters.ledger import RunStatus
 
     started = operator_world.request_run("flex-l4-starved")
     operator_world.services.ledger.set_status(started.run_id, RunStatus.SUCCEEDED)

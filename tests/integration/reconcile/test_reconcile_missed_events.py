@@ -7,13 +7,13 @@ from dataclasses import replace
 import pytest
 from reconcile_test_support import Message, World, of_run, topic
 
-from shared.dispatch import dispatch_event
-from shared.jobevents import job_state_message
-from shared.jobstate import JobStateOutcome
-from shared.ledger import RunStatus
-from shared.outcome import DispatchOutcome
-from shared.reconcile import reconcile
-from shared.reconcile_plan import RetryCause
+from shared.adapters.ledger import RunStatus
+from shared.decode.hints import job_state_message
+from shared.handlers.dispatch import dispatch_event
+from shared.handlers.jobstate import JobStateOutcome
+from shared.handlers.reconcile import reconcile
+from shared.model.results import DispatchOutcome
+from shared.policy.reconcile_plan import RetryCause
 
 JOB_RUNS_SECONDS = 2 * 60 + 10 * 60  # provisioning, then the default outcome's duration
 
@@ -202,8 +202,8 @@ def test_a_retry_for_a_claimed_attempt_whose_template_left_the_config_ends_nothi
 ) -> None:
     # A redelivery (or an intent recovery) while a config deploy renamed the template: the
     # attempt's job runs on, so the run must not be ended (its job would be orphaned).
-    from shared import retries as retry_messages
-    from shared.ledger import RetryPlan
+    from shared.adapters import retry_messages
+    from shared.adapters.ledger import RetryPlan
 
     started = world.request_run("flex-a100")
     world.vertex.advance(2 * 60 + 1)  # running

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from emulator_stack import StorageEmulator
-from shared.clients import forget_clients, storage_client
+from shared.adapters.clients import forget_clients, storage_client
 from shared.config.loader import load_config
 from shared.config.model import FlexStartPlacement
-from shared.errors import ConfigError
+from shared.model.errors import ConfigError
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 

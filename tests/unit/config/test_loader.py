@@ -29,7 +29,7 @@ from shared.config.model import (
     ScheduleRoute,
 )
 from shared.config.problems import InvalidConfig
-from shared.errors import ConfigError, PermanentError
+from shared.model.errors import ConfigError, PermanentError
 
 REPO = Path(__file__).resolve().parents[3]
 EXAMPLE = REPO / "examples" / "config.yaml"

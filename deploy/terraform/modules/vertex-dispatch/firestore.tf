@@ -1,4 +1,4 @@
-# The run ledger: the (default) Firestore database in native mode (shared/ledger.py).
+# The run ledger: the (default) Firestore database in native mode (shared/adapters/ledger.py).
 
 resource "google_firestore_database" "ledger" {
   count = var.create_firestore_database ? 1 : 0

@@ -1,5 +1,5 @@
 # The one table of what each function is, runs as, may do and listens to. Every IAM grant in
-# iam.tf is derived from it; shared/deployplan.py holds the same table and
+# iam.tf is derived from it; cli/deployplan.py holds the same table and
 # tests/deploy/ checks that the two agree.
 
 locals {

@@ -1,0 +1,461 @@
+"""The run ledger: the Firestore store of runs, one document each, and compare-and-set updates.
+
+The run model it stores (``Run``, ``Attempt``, ``RunStatus``, the pure ``with_*`` transitions, the
+document conversion and the ledger's errors) lives in the cloud-free ``shared.model.runs`` and is
+re-exported here, so ``from shared.adapters.ledger import Run`` keeps working. This module owns the
+store: the ``Ledger`` class, ``default_ledger`` and the translation of Firestore errors into the
+error tree. The ledger is what makes dispatch exactly-once, so it rests only on the two Firestore
+primitives measured to hold under contention (DESIGN.md §5):
+
+- ``document.create()`` fails when the document exists: ``open_run`` is create-if-absent;
+- an update with ``last_update_time`` as precondition is a compare-and-set: every other write
+  names the snapshot it was computed from and fails if someone wrote in between.
+
+Transactions are avoided: under contention they abort rather than queue. A compare-and-set that
+loses raises ``LedgerConflict`` (transient) from ``claim_attempt``, whose whole point is that only
+one delivery wins; the other writes re-read and re-apply their change a few times, which is safe
+because each change is a pure function of the run that is idempotent when already applied.
+The document's fields are listed in ``shared.model.runs``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import replace
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from google.api_core import exceptions as api_exceptions
+from google.api_core import retry as api_retry
+from google.protobuf.message import DecodeError
+
+from shared.adapters import clients
+from shared.model.errors import BackendUnavailable
+from shared.model.runs import (
+    ACTIONS_OWED_FIELD,
+    CREATE_FAILED_STATE,
+    INTENT_STATE,
+    LIVE_STATUSES,
+    REOPENABLE_STATUSES,
+    WAITING_STATUSES,
+    Attempt,
+    AttemptOutcome,
+    InvalidTransition,
+    LedgerConflict,
+    LedgerRejected,
+    RetryPlan,
+    Run,
+    RunNotFound,
+    RunSnapshot,
+    RunStatus,
+    run_from_document,
+    run_to_document,
+    utc_now,
+    with_alert,
+    with_attempt_state,
+    with_cancel_requested,
+    with_claimed_attempt,
+    with_decision,
+    with_job,
+    with_notice,
+    with_observed_state,
+    with_operator_grant,
+    with_recovery_published,
+    with_reopened,
+    with_retry_published,
+    with_status,
+    with_waiting_cancelled,
+)
+
+if TYPE_CHECKING:
+    from google.cloud import firestore
+    from google.cloud.firestore_v1 import FieldFilter
+
+__all__ = [
+    "CALL_TIMEOUT_SECONDS",
+    "CREATE_FAILED_STATE",
+    "DEFAULT_COLLECTION",
+    "INTENT_STATE",
+    "LIVE_STATUSES",
+    "MAX_REAPPLY",
+    "REOPENABLE_STATUSES",
+    "REQUIRED_ROLE",
+    "WAITING_STATUSES",
+    "Attempt",
+    "AttemptOutcome",
+    "InvalidTransition",
+    "Ledger",
+    "LedgerConflict",
+    "LedgerRejected",
+    "RetryPlan",
+    "Run",
+    "RunNotFound",
+    "RunSnapshot",
+    "RunStatus",
+    "default_ledger",
+    "run_from_document",
+    "run_to_document",
+    "utc_now",
+    "with_alert",
+    "with_attempt_state",
+    "with_cancel_requested",
+    "with_claimed_attempt",
+    "with_decision",
+    "with_job",
+    "with_notice",
+    "with_observed_state",
+    "with_reopened",
+    "with_status",
+]
+
+DEFAULT_COLLECTION = "vertex-dispatch-runs"
+
+
+CALL_TIMEOUT_SECONDS = 20.0
+MAX_REAPPLY = 5
+REQUIRED_ROLE = "roles/datastore.user"
+
+_CALLER_INTERPRETED_ERRORS = (
+    api_exceptions.AlreadyExists,
+    api_exceptions.FailedPrecondition,
+    api_exceptions.NotFound,
+)
+# The client's own retries would outlast the function: ``timeout`` bounds one try only, and the
+# default retry goes on for up to 300 s (reads, queries) or 60 s (commits). Measured against a
+# stopped emulator: a get raised after 257 s, a create after 59 s. A delivery must fail fast enough
+# to be redelivered, so every call retries what the defaults retry (same errors), but for at most
+# CALL_TIMEOUT_SECONDS in all.
+_READ_RETRY = api_retry.Retry(
+    predicate=api_retry.if_exception_type(
+        api_exceptions.DeadlineExceeded,
+        api_exceptions.InternalServerError,
+        api_exceptions.ServiceUnavailable,
+    ),
+    initial=0.25,
+    maximum=4.0,
+    multiplier=2.0,
+    timeout=CALL_TIMEOUT_SECONDS,
+)
+_WRITE_RETRY = api_retry.Retry(
+    predicate=api_retry.if_exception_type(
+        api_exceptions.ResourceExhausted, api_exceptions.ServiceUnavailable
+    ),
+    initial=0.25,
+    maximum=4.0,
+    multiplier=2.0,
+    timeout=CALL_TIMEOUT_SECONDS,
+)
+_TRANSIENT_ERRORS = (
+    api_exceptions.Aborted,
+    api_exceptions.Cancelled,
+    api_exceptions.DeadlineExceeded,
+    api_exceptions.InternalServerError,
+    api_exceptions.ResourceExhausted,
+    api_exceptions.ServiceUnavailable,
+    api_exceptions.Unknown,
+    api_exceptions.RetryError,
+)
+
+
+class Ledger:
+    """The runs collection of one Firestore database."""
+
+    def __init__(
+        self,
+        client: firestore.Client,
+        collection: str = DEFAULT_COLLECTION,
+        clock: Callable[[], datetime] = utc_now,
+    ) -> None:
+        self._client = client
+        self._collection = collection
+        self._clock = clock
+
+    def open_run(self, run: Run) -> tuple[RunSnapshot, bool]:
+        """Create ``run`` if no run has its id; else read the existing one. True when created."""
+        now = self._clock()
+        created = replace(run, created_at=now, updated_at=now)
+        document = self._document(run.run_id)
+        try:
+            with _translated_errors("create", run.run_id):
+                result = document.create(
+                    run_to_document(created), retry=_WRITE_RETRY, timeout=CALL_TIMEOUT_SECONDS
+                )
+            return RunSnapshot(created, result.update_time), True
+        except api_exceptions.AlreadyExists:
+            pass
+        existing = self.get_run(run.run_id)
+        if existing is None:  # created and deleted between our two calls
+            raise LedgerConflict(f"run {run.run_id} vanished while being opened; retry")
+        return existing, False
+
+    def get_run(self, run_id: str) -> RunSnapshot | None:
+        """The run ``run_id`` as stored now, or None."""
+        with _translated_errors("get", run_id):
+            snapshot = self._document(run_id).get(retry=_READ_RETRY, timeout=CALL_TIMEOUT_SECONDS)
+        if not snapshot.exists:
+            return None
+        return _snapshot_of(snapshot)
+
+    def claim_attempt(self, current: RunSnapshot, attempt: Attempt) -> RunSnapshot:
+        """Record ``attempt``'s intent, before CreateCustomJob, if ``current`` is still current.
+
+        ``attempt.number`` is either the next number, or the last attempt's number when that
+        attempt has no job yet (taking over an intent whose creator died). Raises
+        ``LedgerConflict`` when the run changed since ``current`` was read: another delivery won.
+        """
+        claimed = with_claimed_attempt(current.run, attempt)
+        return self._write_if_unchanged(current, claimed)
+
+    def record_job(
+        self,
+        run_id: str,
+        attempt_number: int,
+        job_name: str,
+        state: str,
+        error: Mapping[str, Any] | None = None,
+        status: RunStatus | None = None,
+        known: RunSnapshot | None = None,
+    ) -> RunSnapshot:
+        """Record the job of an attempt and its state (and the run's new status, if given).
+
+        ``known`` is the run as this caller last wrote it (e.g. the claim's snapshot): the
+        compare-and-set is tried on it first, saving a read on the hot path of every submission.
+        """
+
+        def change(run: Run) -> Run:
+            recorded = with_job(run, attempt_number, job_name, state, error)
+            return with_status(recorded, status) if status else recorded
+
+        return self._apply(run_id, change, known)[0]
+
+    def mark_create_failed(
+        self, run_id: str, attempt_number: int, error: Mapping[str, Any]
+    ) -> RunSnapshot:
+        """Note that attempt ``attempt_number``'s create call failed and nobody is retrying it.
+
+        The job may still exist (an answer lost after the server created it): whoever takes the
+        attempt over looks it up by label first, without waiting for the intent to age.
+        """
+        return self._apply(
+            run_id, lambda run: with_attempt_state(run, attempt_number, CREATE_FAILED_STATE, error)
+        )[0]
+
+    def set_status(
+        self, run_id: str, status: RunStatus, next_retry: RetryPlan | None = None
+    ) -> RunSnapshot:
+        """Move the run to ``status`` (a terminal status is final), with its next retry if any."""
+        return self._apply(run_id, lambda run: with_status(run, status, next_retry))[0]
+
+    def wait_for_retry(self, current: RunSnapshot, next_retry: RetryPlan) -> RunSnapshot:
+        """Make the run wait for ``next_retry``, only if it is still ``current``.
+
+        A delivery that found no placement must not overwrite what another delivery did
+        meanwhile (created the job): otherwise ``LedgerConflict``, and the redelivery reads again.
+        """
+        changed = with_status(current.run, RunStatus.WAITING_RETRY, next_retry)
+        return self._write_if_unchanged(current, changed)
+
+    def record_cancel_requested(self, run_id: str, attempt_number: int) -> RunSnapshot:
+        """Note that the attempt's job was asked to cancel (call it after the cancel call)."""
+        at = self._clock()
+        return self._apply(run_id, lambda run: with_cancel_requested(run, attempt_number, at))[0]
+
+    def reopen(self, run_id: str, next_retry: RetryPlan) -> RunSnapshot:
+        """Reopen a failed, rejected or cancelled run for an operator's retry ``next_retry``."""
+        return self._apply(run_id, lambda run: with_reopened(run, next_retry))[0]
+
+    def grant_operator_attempt(self, run_id: str, attempt: int) -> RunSnapshot:
+        """Allow the operator's retry ``attempt`` of the run (``vertex-dispatch retry``)."""
+        return self._apply(run_id, lambda run: with_operator_grant(run, attempt))[0]
+
+    def record_alert(self, run_id: str, reason: str) -> bool:
+        """Note that the alert ``reason`` was sent; True only the first time for that reason.
+
+        Call it after ``send_alert`` succeeded (and skip sending when ``reason in run.alerts``):
+        recording first would lose the alert if the publish then failed.
+        """
+        return self._apply(run_id, lambda run: with_alert(run, reason))[1]
+
+    def record_observed_state(
+        self,
+        run_id: str,
+        attempt_number: int,
+        job_name: str,
+        state: str,
+        error: Mapping[str, Any] | None = None,
+    ) -> RunSnapshot:
+        """Record a job state that needs no decision (queued, pending, running, cancelling)."""
+        return self._apply(
+            run_id,
+            lambda run: with_observed_state(run, attempt_number, job_name, state, error),
+        )[0]
+
+    def record_decision(self, current: RunSnapshot, outcome: AttemptOutcome) -> RunSnapshot:
+        """Record an attempt's terminal state and what was decided, in one compare-and-set.
+
+        The decision was computed from ``current``, so it is written only if the run is still
+        ``current``: otherwise ``LedgerConflict`` (transient), and the redelivery reads the run
+        again and finds the decision made, or makes it on fresh data. Never two decisions.
+        """
+        return self._write_if_unchanged(current, with_decision(current.run, outcome))
+
+    def record_notice(self, run_id: str, notice: str) -> bool:
+        """Note that the message ``notice`` (e.g. "completion") was published; True the first time.
+
+        Like ``record_alert``: call it after the publish succeeded.
+        """
+        return self._apply(run_id, lambda run: with_notice(run, notice))[1]
+
+    def record_retry_published(
+        self, known: RunSnapshot, plan: RetryPlan, republish_at: datetime
+    ) -> RunSnapshot:
+        """Note that the due retry ``plan`` was published: the next publish waits until
+        ``republish_at``. Tried on ``known`` first and re-read on a conflict (an alert recorded
+        in the same pass, say); a run no longer waiting for ``plan`` (dispatch claimed it, an
+        operator reopened the run, another pass noted this publish) is left as it is."""
+
+        def change(run: Run) -> Run:
+            if run.status is not RunStatus.WAITING_RETRY or run.next_retry != plan:
+                return run
+            return with_retry_published(run, republish_at)
+
+        return self._apply(known.run.run_id, change, known)[0]
+
+    def cancel_waiting(self, current: RunSnapshot) -> RunSnapshot:
+        """Cancel a run that waits for an attempt, only if it is still ``current``: a dispatch
+        that claims the attempt meanwhile wins (``LedgerConflict``), and one that claims after
+        finds the run cancelled."""
+        return self._write_if_unchanged(current, with_waiting_cancelled(current.run))
+
+    def record_recovery_published(self, current: RunSnapshot, at: datetime) -> RunSnapshot:
+        """Note that the reconciler published a retry to recover ``current`` at ``at``; only if
+        the run is still ``current`` (else ``LedgerConflict``: dispatch moved it meanwhile)."""
+        return self._write_if_unchanged(current, with_recovery_published(current.run, at))
+
+    def list_runs(self, statuses: Collection[RunStatus], limit: int = 100) -> list[RunSnapshot]:
+        """Up to ``limit`` runs whose status is one of ``statuses`` (at most 30), in no order."""
+        from google.cloud.firestore_v1 import FieldFilter
+
+        values = [status.value for status in statuses]
+        return self._query(FieldFilter("status", "in", values), limit)
+
+    def list_runs_owing_actions(self, limit: int = 100) -> list[RunSnapshot]:
+        """Up to ``limit`` runs whose decisions still owe an alert or a completion (any status),
+        in no order: mostly ended runs whose publish failed."""
+        from google.cloud.firestore_v1 import FieldFilter
+
+        return self._query(FieldFilter(ACTIONS_OWED_FIELD, "==", True), limit)
+
+    def _query(self, where: FieldFilter, limit: int) -> list[RunSnapshot]:
+        query = self._client.collection(self._collection).where(filter=where).limit(limit)
+        with _translated_errors("query", f"{where.field_path} {where.op_string} {where.value}"):
+            return [
+                _snapshot_of(snapshot)
+                for snapshot in query.stream(retry=_READ_RETRY, timeout=CALL_TIMEOUT_SECONDS)
+            ]
+
+    def _apply(
+        self, run_id: str, change: Callable[[Run], Run], known: RunSnapshot | None = None
+    ) -> tuple[RunSnapshot, bool]:
+        """Apply ``change`` by compare-and-set, re-reading on conflict; True when it wrote.
+
+        The first try uses ``known`` when given, instead of reading the run.
+        """
+        for _ in range(MAX_REAPPLY):
+            current, known = known or self.get_run(run_id), None
+            if current is None:
+                raise RunNotFound(
+                    f"run {run_id} is not in the ledger collection {self._collection!r}: it was "
+                    "never opened, or was deleted; open it first"
+                )
+            changed = change(current.run)
+            if changed == current.run:
+                return current, False
+            try:
+                return self._write_if_unchanged(current, changed), True
+            except LedgerConflict:
+                continue
+        raise LedgerConflict(
+            f"run {run_id} kept changing under {MAX_REAPPLY} attempts to update it; retry later"
+        )
+
+    def _write_if_unchanged(self, current: RunSnapshot, changed: Run) -> RunSnapshot:
+        stamped = replace(changed, updated_at=self._clock())
+        fields = run_to_document(stamped)
+        for immutable in _IMMUTABLE_FIELDS:
+            del fields[immutable]
+        option = self._client.write_option(last_update_time=current.update_time)
+        run_id = current.run.run_id
+        try:
+            with _translated_errors("update", run_id):
+                result = self._document(run_id).update(
+                    fields, option=option, retry=_WRITE_RETRY, timeout=CALL_TIMEOUT_SECONDS
+                )
+        except (api_exceptions.FailedPrecondition, api_exceptions.NotFound) as error:
+            raise LedgerConflict(
+                f"run {run_id} changed since it was read at {current.update_time.isoformat()}; "
+                "another delivery is handling it"
+            ) from error
+        return RunSnapshot(stamped, result.update_time)
+
+    def _document(self, run_id: str) -> firestore.DocumentReference:
+        return self._client.collection(self._collection).document(run_id)
+
+
+def _snapshot_of(document: firestore.DocumentSnapshot) -> RunSnapshot:
+    """The run a document that exists holds, with the time it was written."""
+    fields = document.to_dict()
+    if fields is None:  # only for a document that does not exist, which callers rule out
+        raise RunNotFound(f"ledger document {document.id} vanished while it was read")
+    return RunSnapshot(run_from_document(fields), document.update_time)
+
+
+def default_ledger(project: str | None = None, collection: str = DEFAULT_COLLECTION) -> Ledger:
+    """The ledger on this process's shared Firestore client."""
+    return Ledger(clients.firestore_client(project), collection)
+
+
+_IMMUTABLE_FIELDS = ("run_id", "run_key", "route", "template", "trigger", "params", "created_at")
+
+
+_RECORD_WRITES = frozenset({"create", "update"})
+
+
+@contextmanager
+def _translated_errors(operation: str, run_id: str) -> Iterator[None]:
+    """Firestore errors as the error tree, except those the caller interprets itself."""
+    try:
+        yield
+    except (
+        api_exceptions.AlreadyExists,
+        api_exceptions.FailedPrecondition,
+        api_exceptions.NotFound,
+    ):
+        raise  # answers the caller turns into meaning (exists already, changed, gone)
+    except _TRANSIENT_ERRORS as error:
+        raise BackendUnavailable(
+            f"ledger {operation} of run {run_id} failed, retry: {error}"
+        ) from error
+    except (api_exceptions.PermissionDenied, api_exceptions.Unauthenticated) as error:
+        raise LedgerRejected(
+            f"ledger {operation} of run {run_id} was denied ({error}): grant the function's "
+            f"service account {REQUIRED_ROLE} on the project"
+        ) from error
+    except api_exceptions.GoogleAPICallError as error:
+        raise LedgerRejected(
+            f"ledger {operation} of run {run_id} was refused: {error}; check the Firestore "
+            "database (native mode, (default)) and the size of the trigger stored with the run"
+        ) from error
+    except (ValueError, DecodeError, RecursionError) as error:
+        # The client encodes a document before sending it and refuses, with these, values no
+        # request can carry: an integer beyond int64, an empty map key (ValueError), maps nested
+        # past protobuf's parser depth (DecodeError) or past Python's (RecursionError). Retrying
+        # the same record cannot help. A read encodes no record: there such an error (a closed
+        # channel is a ValueError too) says nothing about the data, so it is not a refusal.
+        if operation not in _RECORD_WRITES:
+            raise
+        raise LedgerRejected(
+            f"ledger {operation} of run {run_id} was refused by the Firestore client "
+            f"({type(error).__name__}: {error}): the record holds a value Firestore cannot store"
+        ) from error

@@ -1,0 +1,319 @@
+"""The Vertex AI gateway: the few calls dispatch makes, with errors translated at this boundary.
+
+Every call picks the regional client (``shared.adapters.clients``) from the resource name it is
+given, so callers pass names only. Errors leave this module as members of the project's error tree:
+
+============================================  ====================================================
+service answer                                raised here
+============================================  ====================================================
+UNAVAILABLE, DEADLINE_EXCEEDED, INTERNAL,     ``BackendUnavailable`` (transient: the event
+ABORTED, UNKNOWN, CANCELLED, DATA_LOSS,       retries). After a *create* the job may exist
+any 5xx, a network or token-transport error   anyway: the ledger's intent and the job's labels
+                                              let the redelivery find it (``find_jobs_by_label``).
+INVALID_ARGUMENT, FAILED_PRECONDITION,        ``VertexRejected`` (an ``InvalidJobSpec``) carrying
+OUT_OF_RANGE, ALREADY_EXISTS, UNIMPLEMENTED,  the service's own message.
+other 4xx, a malformed name or label filter
+PERMISSION_DENIED, UNAUTHENTICATED, missing   ``VertexPermissionDenied``, naming the permission
+credentials                                   and the role to grant (``roles/aiplatform.user``).
+NOT_FOUND                                     ``get_persistent_resource`` returns None;
+                                              otherwise ``VertexNotFound``.
+RESOURCE_EXHAUSTED                            request-rate limits (per minute/second, or reason
+                                              ``RATE_LIMIT_EXCEEDED``): ``BackendUnavailable``;
+                                              any other quota: ``QuotaExceeded`` (permanent).
+============================================  ====================================================
+
+Why a quota on create is permanent: a resource quota (GPUs, CPUs, preemptible GPUs for
+FLEX_START) is a ceiling only a human lifts, in hours or days, not within the platform's redelivery
+window; treating it as transient would turn one request into a storm of refused creates and hide
+the problem. Recorded, alerted and classified as ``FailureClass.QUOTA``, it reaches someone who can
+raise it, and the retry policy (not the delivery loop) decides whether to try again later. A
+refused create has created nothing, so nothing is left to clean up.
+
+``CreateCustomJob`` is never retried here (it takes no request id, so a blind retry can start a
+second job); reads and cancels, which are idempotent, are retried briefly on transient errors.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import google.auth.exceptions
+import requests
+import urllib3
+from google.api_core import exceptions as api_exceptions
+from google.api_core import retry as api_retry
+
+from shared.adapters import clients
+from shared.aiplatform import aiplatform_v1
+from shared.model.errors import BackendUnavailable, InvalidJobSpec, PermanentError
+
+CREATE_TIMEOUT_SECONDS = 60.0
+READ_TIMEOUT_SECONDS = 30.0
+LIST_PAGE_SIZE = 100
+REQUIRED_ROLE = "roles/aiplatform.user"
+
+
+class OutcomeUnknown(BackendUnavailable):
+    """A call failed without saying whether the service carried it out.
+
+    A timeout, INTERNAL or UNKNOWN answer, or a connection cut after the request was sent: for a
+    create, the job may exist or may yet appear. UNAVAILABLE and rate limits are plain
+    ``BackendUnavailable``: the service says it did not take the request.
+    """
+
+
+class VertexRejected(InvalidJobSpec):
+    """Vertex AI refused the request as invalid; the message is the service's own."""
+
+
+class VertexPermissionDenied(PermanentError):
+    """The function's identity may not make this call; the message names the role to grant."""
+
+
+class VertexNotFound(PermanentError):
+    """The named job (or its location) does not exist."""
+
+
+class QuotaExceeded(PermanentError):
+    """A Vertex AI resource quota refused the job; someone must raise it or ask for less."""
+
+
+class _Verdict(enum.Enum):
+    """What a failed call means, before it becomes an exception of the error tree."""
+
+    TRANSIENT = "transient"
+    REJECTED = "rejected"
+    PERMISSION = "permission"
+    NOT_FOUND = "not_found"
+    EXHAUSTED = "exhausted"  # quota or rate limit: the message tells which
+
+
+_VERDICT_BY_GRPC_STATUS: dict[str, _Verdict] = {
+    "CANCELLED": _Verdict.TRANSIENT,
+    "UNKNOWN": _Verdict.TRANSIENT,
+    "INVALID_ARGUMENT": _Verdict.REJECTED,
+    "DEADLINE_EXCEEDED": _Verdict.TRANSIENT,
+    "NOT_FOUND": _Verdict.NOT_FOUND,
+    "ALREADY_EXISTS": _Verdict.REJECTED,
+    "PERMISSION_DENIED": _Verdict.PERMISSION,
+    "RESOURCE_EXHAUSTED": _Verdict.EXHAUSTED,
+    "FAILED_PRECONDITION": _Verdict.REJECTED,
+    "ABORTED": _Verdict.TRANSIENT,
+    "OUT_OF_RANGE": _Verdict.REJECTED,
+    "UNIMPLEMENTED": _Verdict.REJECTED,
+    "INTERNAL": _Verdict.TRANSIENT,
+    "UNAVAILABLE": _Verdict.TRANSIENT,
+    "DATA_LOSS": _Verdict.TRANSIENT,
+    "UNAUTHENTICATED": _Verdict.PERMISSION,
+}
+
+# The REST transport raises by HTTP status only (400 is a bare BadRequest, 429 TooManyRequests).
+_VERDICT_BY_HTTP_STATUS: dict[int, _Verdict] = {
+    400: _Verdict.REJECTED,
+    401: _Verdict.PERMISSION,
+    403: _Verdict.PERMISSION,
+    404: _Verdict.NOT_FOUND,
+    409: _Verdict.TRANSIENT,  # ABORTED; we never name jobs, so never ALREADY_EXISTS
+    429: _Verdict.EXHAUSTED,
+    499: _Verdict.TRANSIENT,
+    501: _Verdict.REJECTED,
+}
+
+_PERMISSION_BY_METHOD: dict[str, str] = {
+    "CreateCustomJob": "aiplatform.customJobs.create",
+    "GetCustomJob": "aiplatform.customJobs.get",
+    "ListCustomJobs": "aiplatform.customJobs.list",
+    "CancelCustomJob": "aiplatform.customJobs.cancel",
+    "GetPersistentResource": "aiplatform.persistentResources.get",
+}
+
+_RATE_LIMIT_MESSAGE = re.compile(r"per (minute|second)|rate limit", re.IGNORECASE)
+_RATE_LIMIT_REASON = "RATE_LIMIT_EXCEEDED"
+_LOCATION_OF_NAME = re.compile(r"^projects/[^/]+/locations/([a-z0-9-]+)(?:/|$)")
+_LABEL_PART = re.compile(r"^[a-z0-9_-]{1,63}$")
+_TRANSIENT_EXCEPTIONS = (
+    api_exceptions.ServiceUnavailable,
+    api_exceptions.DeadlineExceeded,
+    api_exceptions.InternalServerError,
+    api_exceptions.Aborted,
+    api_exceptions.Unknown,
+    requests.exceptions.ConnectionError,
+)
+# Answers after which the request may have been carried out (HTTP 500 and 504 on REST; the gRPC
+# classes below subclass these).
+_OUTCOME_UNKNOWN_EXCEPTIONS = (
+    api_exceptions.GatewayTimeout,  # DEADLINE_EXCEEDED
+    api_exceptions.InternalServerError,  # INTERNAL
+    api_exceptions.Unknown,
+    api_exceptions.DataLoss,
+)
+_READ_RETRY = api_retry.Retry(
+    predicate=api_retry.if_exception_type(*_TRANSIENT_EXCEPTIONS),
+    initial=0.25,
+    maximum=4.0,
+    multiplier=2.0,
+    timeout=READ_TIMEOUT_SECONDS,
+)
+
+
+def create_custom_job(parent: str, job: aiplatform_v1.CustomJob) -> aiplatform_v1.CustomJob:
+    """Create ``job`` under ``parent`` (``projects/P/locations/R``) once, without retrying."""
+    client = clients.job_service_client(region_of(parent))
+    with _translated_errors("CreateCustomJob", parent):
+        return client.create_custom_job(
+            parent=parent, custom_job=job, retry=None, timeout=CREATE_TIMEOUT_SECONDS
+        )
+
+
+def get_custom_job(name: str) -> aiplatform_v1.CustomJob:
+    """The job named ``name``; ``VertexNotFound`` when there is none."""
+    client = clients.job_service_client(region_of(name))
+    with _translated_errors("GetCustomJob", name):
+        return client.get_custom_job(name=name, retry=_READ_RETRY, timeout=READ_TIMEOUT_SECONDS)
+
+
+def find_jobs_by_label(parent: str, key: str, value: str) -> list[aiplatform_v1.CustomJob]:
+    """Every job under ``parent`` whose label ``key`` equals ``value`` (e.g. one run's jobs)."""
+    for part, what in ((key, "label key"), (value, "label value")):
+        if not _LABEL_PART.match(part):
+            raise VertexRejected(
+                f"{what} {part!r} cannot be used in a ListCustomJobs filter: Vertex AI labels "
+                "are 1-63 characters of lowercase letters, digits, '_' and '-'; pass a label "
+                "as jobspec wrote it"
+            )
+    pages = list_custom_jobs(parent, filter=f'labels.{key}="{value}"')
+    return [job for page in pages for job in page]
+
+
+def list_custom_jobs(
+    parent: str, filter: str = "", page_size: int = LIST_PAGE_SIZE
+) -> Iterator[list[aiplatform_v1.CustomJob]]:
+    """The jobs under ``parent`` matching ``filter``, one list per page (one List call each)."""
+    client = clients.job_service_client(region_of(parent))
+    request = aiplatform_v1.ListCustomJobsRequest(parent=parent, filter=filter, page_size=page_size)
+    with _translated_errors("ListCustomJobs", parent):
+        pager = client.list_custom_jobs(
+            request=request, retry=_READ_RETRY, timeout=READ_TIMEOUT_SECONDS
+        )
+        for page in pager.pages:
+            yield list(page.custom_jobs)
+
+
+def get_persistent_resource(name: str) -> aiplatform_v1.PersistentResource | None:
+    """The persistent resource named ``name`` as it is now, or None when it does not exist."""
+    client = clients.persistent_resource_client(region_of(name))
+    try:
+        with _translated_errors("GetPersistentResource", name):
+            return client.get_persistent_resource(
+                name=name, retry=_READ_RETRY, timeout=READ_TIMEOUT_SECONDS
+            )
+    except VertexNotFound:
+        return None
+
+
+def cancel_custom_job(name: str) -> None:
+    """Ask Vertex AI to cancel the job ``name`` (asynchronous: the job moves to CANCELLING)."""
+    client = clients.job_service_client(region_of(name))
+    with _translated_errors("CancelCustomJob", name):
+        client.cancel_custom_job(name=name, retry=_READ_RETRY, timeout=READ_TIMEOUT_SECONDS)
+
+
+def region_of(resource_name: str) -> str:
+    """The location in ``projects/P/locations/R[/...]``; it picks the regional endpoint."""
+    match = _LOCATION_OF_NAME.match(resource_name)
+    if match is None:
+        raise VertexRejected(
+            f"{resource_name!r} is not a Vertex AI resource name: expected "
+            "projects/{project}/locations/{region}[/{collection}/{id}]"
+        )
+    return match.group(1)
+
+
+@contextmanager
+def _translated_errors(method: str, resource: str) -> Iterator[None]:
+    try:
+        yield
+    except api_exceptions.GoogleAPICallError as error:
+        raise _translated(error, method, resource) from error
+    except api_exceptions.RetryError as error:
+        raise BackendUnavailable(
+            f"Vertex AI {method} on {resource} kept failing for {READ_TIMEOUT_SECONDS:.0f}s: "
+            f"{error.cause}"
+        ) from error
+    except requests.exceptions.ReadTimeout as error:  # sent, never answered
+        raise OutcomeUnknown(
+            f"Vertex AI {method} on {resource} sent no answer in time: {error}"
+        ) from error
+    except requests.exceptions.ConnectionError as error:
+        if _cut_mid_exchange(error):
+            raise OutcomeUnknown(
+                f"Vertex AI {method} on {resource}: the connection was cut before the answer "
+                f"came: {error}"
+            ) from error
+        raise BackendUnavailable(
+            f"Vertex AI {method} on {resource} could not reach the service: {error}"
+        ) from error
+    except (requests.exceptions.RequestException, google.auth.exceptions.TransportError) as error:
+        raise BackendUnavailable(
+            f"Vertex AI {method} on {resource} could not reach the service: {error}"
+        ) from error
+    except google.auth.exceptions.GoogleAuthError as error:
+        raise VertexPermissionDenied(
+            f"Vertex AI {method} on {resource}: no usable credentials ({error}); run the "
+            f"function as a service account that has {REQUIRED_ROLE}"
+        ) from error
+
+
+def _cut_mid_exchange(error: requests.exceptions.ConnectionError) -> bool:
+    """A connection that broke after it was made (urllib3's ProtocolError, e.g. the server
+    closed it without answering), not one that never opened: the request may have been read."""
+    cause = error.args[0] if error.args else None
+    return isinstance(cause, urllib3.exceptions.ProtocolError)
+
+
+def _translated(error: api_exceptions.GoogleAPICallError, method: str, resource: str) -> Exception:
+    verdict = _verdict_of(error)
+    what = f"Vertex AI {method} on {resource}"
+    if verdict is _Verdict.TRANSIENT:
+        if isinstance(error, _OUTCOME_UNKNOWN_EXCEPTIONS):
+            return OutcomeUnknown(f"{what} failed, and may have been carried out: {error.message}")
+        return BackendUnavailable(f"{what} failed, try again: {error.message}")
+    if verdict is _Verdict.REJECTED:
+        return VertexRejected(
+            f"{what} was rejected: {error.message}; change what the message names (in the "
+            "template, its placement or the request) and send the request again"
+        )
+    if verdict is _Verdict.NOT_FOUND:
+        return VertexNotFound(
+            f"{what}: not found ({error.message}); check the project, region and id"
+        )
+    if verdict is _Verdict.PERMISSION:
+        permission = _PERMISSION_BY_METHOD.get(method, "the aiplatform permission")
+        return VertexPermissionDenied(
+            f"{what} was denied ({error.message}): the function's service account needs "
+            f"{permission}; grant it {REQUIRED_ROLE} on the project"
+        )
+    if _is_rate_limit(error):
+        return BackendUnavailable(f"{what} hit a request-rate limit, try again: {error.message}")
+    return QuotaExceeded(
+        f"{what} exceeded a quota: {error.message}; ask for fewer or other accelerators, another "
+        "region, or request a quota increase (console: IAM & Admin > Quotas)"
+    )
+
+
+def _verdict_of(error: api_exceptions.GoogleAPICallError) -> _Verdict:
+    status = getattr(error.grpc_status_code, "name", None)
+    if status in _VERDICT_BY_GRPC_STATUS:
+        return _VERDICT_BY_GRPC_STATUS[status]
+    http_status = error.code if isinstance(error.code, int) else 500
+    if http_status in _VERDICT_BY_HTTP_STATUS:
+        return _VERDICT_BY_HTTP_STATUS[http_status]
+    # Unknown answers: a server-side one may pass, a client-side one will not.
+    return _Verdict.TRANSIENT if http_status >= 500 else _Verdict.REJECTED
+
+
+def _is_rate_limit(error: api_exceptions.GoogleAPICallError) -> bool:
+    return error.reason == _RATE_LIMIT_REASON or bool(_RATE_LIMIT_MESSAGE.search(error.message))

@@ -1,0 +1,212 @@
+"""Job-state hints: the messages that tell the job-state function "look at job X".
+
+Two shapes arrive on the job-events topic, both as Pub/Sub messagePublished CloudEvents:
+
+- **our job-state message**, published by the reconciler: attribute
+  ``vertex_dispatch_kind=job_state``, body ``{"job_name": "projects/N/locations/R/customJobs/ID",
+  "observed_state": "JOB_STATE_FAILED"}``;
+- **a Cloud Logging ``LogEntry``**, routed by a log sink on ``resource.type="ml_job"``: the body
+  is the entry's JSON. The ``ml_job`` monitored resource names the job by ``labels.job_id`` and
+  ``labels.project_id`` (and ``labels.task_name``: ``service`` or ``workerpool0-0``); it has no
+  region label, so the region comes from ``labels.location``/``labels.region`` when present,
+  else from the entry's ``compute.googleapis.com/zone`` label, else it is left open and the
+  job-state function looks in each region the config uses.
+
+Neither is trusted beyond naming a job (DESIGN.md §1): the job is read from Vertex AI, and its
+labels, not the hint, say which run and attempt it is. So ``observed_state`` is informative only,
+and a hint that cannot be decoded is malformed (``MalformedEvent``): the job-state function logs
+it and acknowledges it, since redelivering cannot fix it and the reconciler catches the state
+anyway. Nothing here imports a Google Cloud client.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import enum
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from shared.decode.events import KIND_ATTRIBUTE, MAX_BODY_BYTES, PUBSUB_PUBLISHED
+from shared.model.errors import MalformedEvent
+
+if TYPE_CHECKING:
+    from cloudevents.abstract import CloudEvent
+
+JOB_STATE_KIND = "job_state"
+"""The ``vertex_dispatch_kind`` attribute value of our job-state messages."""
+ML_JOB_RESOURCE = "ml_job"
+ZONE_LABEL = "compute.googleapis.com/zone"
+
+_JOB_NAME = re.compile(
+    r"projects/(?P<project>[a-z0-9-]{1,30})/locations/(?P<region>[a-z][a-z0-9-]{1,62})"
+    r"/customJobs/(?P<job_id>[0-9]{1,30})"
+)
+_JOB_ID = re.compile(r"[0-9]{1,30}")
+_PROJECT = re.compile(r"[a-z0-9-]{1,30}")
+_REGION = re.compile(r"[a-z][a-z0-9]*-[a-z]+[0-9]+")
+_ZONE = re.compile(r"(?P<region>[a-z][a-z0-9]*-[a-z]+[0-9]+)-[a-z]")
+_STATE = re.compile(r"JOB_STATE_[A-Z_]{1,40}")
+_SHOWN_VALUE_CHARS = 80
+
+
+class HintSource(enum.StrEnum):
+    """Where a hint came from."""
+
+    JOB_STATE = "job_state"  # our job-state message (the reconciler)
+    LOG_ENTRY = "log_entry"  # a Cloud Logging entry for resource.type ml_job (a log sink)
+
+
+@dataclass(frozen=True)
+class JobHint:
+    """ "Look at job ``job_id`` of ``project``": all a hint is trusted to say."""
+
+    project: str  # project id or number, as the hint wrote it
+    job_id: str
+    region: str | None  # None: the hint does not say; look in every region the config uses
+    source: HintSource
+    observed_state: str | None = None  # what the sender saw; informative only
+
+    def job_name(self, region: str) -> str:
+        """The job's resource name if it is in ``region``."""
+        return f"projects/{self.project}/locations/{region}/customJobs/{self.job_id}"
+
+
+def decode_hint(cloud_event: CloudEvent) -> JobHint:
+    """The job ``cloud_event`` points at; ``MalformedEvent`` when it names none."""
+    if cloud_event.get("type") != PUBSUB_PUBLISHED:
+        raise MalformedEvent(
+            f"CloudEvent type {_shown(cloud_event.get('type'))} is not accepted by on_job_event: "
+            f"it takes only {PUBSUB_PUBLISHED} from the job-events topic; point its trigger there"
+        )
+    message = _message(cloud_event)
+    attributes = message.get("attributes") or {}
+    if not isinstance(attributes, Mapping):
+        raise MalformedEvent("job-events message attributes must be an object of strings")
+    body = _json_body(message.get("data"))
+    if attributes.get(KIND_ATTRIBUTE) == JOB_STATE_KIND:
+        return _job_state_hint(body)
+    if "resource" in body and "logName" in body:
+        return _log_entry_hint(body)
+    raise MalformedEvent(
+        f"job-events message is neither a job-state message (attribute {KIND_ATTRIBUTE}="
+        f"{JOB_STATE_KIND}) nor a Cloud Logging entry (keys resource and logName); got "
+        f"attributes {_shown(dict(attributes))} and body keys {_shown(sorted(body))}"
+    )
+
+
+def job_state_message(job_name: str, observed_state: str) -> tuple[bytes, dict[str, str]]:
+    """The body and attributes of our job-state message for ``job_name`` (any sender's hint)."""
+    body = {"job_name": job_name, "observed_state": observed_state}
+    return json.dumps(body).encode(), {KIND_ATTRIBUTE: JOB_STATE_KIND}
+
+
+def _job_state_hint(body: Mapping[str, Any]) -> JobHint:
+    job_name = body.get("job_name")
+    found = _JOB_NAME.fullmatch(job_name) if isinstance(job_name, str) else None
+    if found is None:
+        raise MalformedEvent(
+            "job-state message body.job_name must be a CustomJob name, "
+            "projects/PROJECT/locations/REGION/customJobs/ID (ID digits); got "
+            f"{_shown(job_name)}"
+        )
+    observed = body.get("observed_state")
+    if observed is not None and not (isinstance(observed, str) and _STATE.fullmatch(observed)):
+        raise MalformedEvent(
+            "job-state message body.observed_state must be a JobState name such as "
+            f"JOB_STATE_FAILED, or absent; got {_shown(observed)}"
+        )
+    return JobHint(
+        project=found["project"],
+        job_id=found["job_id"],
+        region=found["region"],
+        source=HintSource.JOB_STATE,
+        observed_state=observed,
+    )
+
+
+def _log_entry_hint(entry: Mapping[str, Any]) -> JobHint:
+    resource = entry.get("resource")
+    if not isinstance(resource, Mapping) or resource.get("type") != ML_JOB_RESOURCE:
+        kind = resource.get("type") if isinstance(resource, Mapping) else resource
+        raise MalformedEvent(
+            f"log entry resource.type is {_shown(kind)}, not {ML_JOB_RESOURCE!r}: filter the log "
+            f'sink on resource.type="{ML_JOB_RESOURCE}" so only Vertex AI job logs reach it'
+        )
+    labels = resource.get("labels")
+    labels = labels if isinstance(labels, Mapping) else {}
+    job_id = labels.get("job_id")
+    project = labels.get("project_id")
+    if not (isinstance(job_id, str) and _JOB_ID.fullmatch(job_id)):
+        raise MalformedEvent(
+            "log entry resource.labels.job_id must be the CustomJob's numeric id; got "
+            f"{_shown(job_id)}: route entries of resource.type ml_job unchanged"
+        )
+    if not (isinstance(project, str) and _PROJECT.fullmatch(project)):
+        raise MalformedEvent(
+            f"log entry resource.labels.project_id must be a project id; got {_shown(project)}"
+        )
+    return JobHint(
+        project=project,
+        job_id=job_id,
+        region=_log_entry_region(labels, entry.get("labels")),
+        source=HintSource.LOG_ENTRY,
+    )
+
+
+def _log_entry_region(resource_labels: Mapping[str, Any], entry_labels: object) -> str | None:
+    for key in ("location", "region"):
+        value = resource_labels.get(key)
+        if isinstance(value, str) and _REGION.fullmatch(value):
+            return value
+    zone = entry_labels.get(ZONE_LABEL) if isinstance(entry_labels, Mapping) else None
+    found = _ZONE.fullmatch(zone) if isinstance(zone, str) else None
+    return found["region"] if found else None
+
+
+def _message(cloud_event: CloudEvent) -> Mapping[str, Any]:
+    data = cloud_event.get_data()
+    if isinstance(data, bytes | str):
+        data = _json_object(data.encode() if isinstance(data, str) else data, "event data")
+    message = data.get("message") if isinstance(data, Mapping) else None
+    if not isinstance(message, Mapping):
+        raise MalformedEvent(
+            "Pub/Sub event data.message is missing or not an object; deliver the job-events "
+            "topic's messages through Eventarc or a push subscription unchanged"
+        )
+    return message
+
+
+def _json_body(raw: object) -> dict[str, Any]:
+    if not isinstance(raw, str) or not raw:
+        raise MalformedEvent(
+            "job-events message has no data: a hint is a JSON body (a job-state message or a "
+            "log entry); publish one"
+        )
+    if len(raw) > 4 * -(-MAX_BODY_BYTES // 3):
+        raise MalformedEvent(f"job-events message body is over {MAX_BODY_BYTES} bytes")
+    try:
+        decoded = base64.b64decode(raw, validate=True)
+    except (binascii.Error, ValueError):
+        raise MalformedEvent(
+            "job-events message data is not standard base64; publish through a Pub/Sub client"
+        ) from None
+    return _json_object(decoded, "job-events message body")
+
+
+def _json_object(raw: bytes, what: str) -> dict[str, Any]:
+    try:
+        parsed = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as error:
+        raise MalformedEvent(f"{what} is not UTF-8 JSON ({error}); send a JSON object") from None
+    if not isinstance(parsed, dict):
+        raise MalformedEvent(f"{what} must be a JSON object; got {_shown(parsed)}")
+    return parsed
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= _SHOWN_VALUE_CHARS else text[:_SHOWN_VALUE_CHARS] + "..."

@@ -1,0 +1,341 @@
+"""Trigger + Config → RouteMatch: which route a trigger takes, its run key and its parameters.
+
+Pure: no I/O and no Google Cloud client, so an event that matches nothing is dropped for the cost
+of a few regex matches. Routes are tried in config order; the first match wins.
+
+- A Cloud Storage object matches a ``GcsRoute`` by bucket and glob on the full object name.
+  In globs ``*`` and ``?`` stay within one path segment, ``**`` crosses ``/`` (``**/`` also matches
+  no directory at all), ``[abc]``/``[!abc]`` are character classes, everything else is literal.
+  So ``imagenet/*/_SUCCESS`` matches ``imagenet/2026-12-01/_SUCCESS`` but none of its shards.
+- A job request matches a ``PubSubRoute`` when every attribute the route names is equal and, if
+  the route names a body field, that field equals ``body_value`` (or is present and not null when
+  ``body_value`` is None).
+- A schedule tick matches the ``ScheduleRoute`` with its schedule name.
+- A ``RetryRequest`` is never routed: dispatch continues the run it names from the ledger, so
+  passing one here is a programming error (``TypeError``).
+
+Parameters are built-ins of the trigger, then the route's ``params`` (patterns over the
+built-ins), then, for a job request, the body's ``params``, which may fill only what the template
+declares and nothing the route, the trigger or dispatch (``RENDER_FIELDS``) sets. Placeholders are
+``{name}`` only (``shared.config.placeholders``), filled in one pass: a value containing ``{x}`` is
+never expanded again.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from shared.config.model import (
+    Completion,
+    Config,
+    GcsRoute,
+    PubSubRoute,
+    Route,
+    ScheduleRoute,
+    Template,
+)
+from shared.config.placeholders import PLACEHOLDER, RENDER_FIELDS
+from shared.model.errors import ConfigError, PermanentError
+from shared.model.runkeys import (
+    dataset_run_key,
+    object_run_key,
+    request_run_key,
+    rfc3339,
+    run_id,
+    schedule_run_key,
+)
+from shared.model.triggers import JobRequest, ObjectFinalized, RetryRequest, ScheduleTick, Trigger
+
+
+class RequestRejected(PermanentError):
+    """A job request asks for something its route, template or the guards do not allow."""
+
+
+@dataclass(frozen=True)
+class RouteMatch:
+    """What a trigger starts: a template, its parameters, and the run's identity."""
+
+    route: str
+    template: str
+    params: Mapping[str, str]
+    run_key: str
+    run_id: str
+    manifest_uri: str | None = None  # gs:// URI of the manifest to verify (manifest completion)
+
+
+MAX_PARAM_VALUE_CHARS = 1024
+
+_CONTROL_CHARACTER = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_GLOB_TOKEN = re.compile(r"\*\*/|\*\*|\*|\?|\[!?\]?[^\]]*\]")
+_GLOB_TOKEN_REGEX = {"**/": "(?:.*/)?", "**": ".*", "*": "[^/]*", "?": "[^/]"}
+
+
+def route(trigger: Trigger, config: Config) -> RouteMatch | None:
+    """The first route of ``config`` that ``trigger`` matches, or None to drop the trigger."""
+    if isinstance(trigger, ObjectFinalized):
+        return _route_object(trigger, config)
+    if isinstance(trigger, JobRequest):
+        return _route_request(trigger, config)
+    if isinstance(trigger, ScheduleTick):
+        return _route_tick(trigger, config)
+    if isinstance(trigger, RetryRequest):
+        raise TypeError("a RetryRequest is not routed: dispatch continues its run from the ledger")
+    raise TypeError(f"not a trigger: {type(trigger).__name__}")
+
+
+@lru_cache(maxsize=256)
+def glob_regex(pattern: str) -> re.Pattern[str]:
+    """The compiled regex for a route's object-name glob (semantics in the module docstring)."""
+    parts: list[str] = []
+    position = 0
+    for token in _GLOB_TOKEN.finditer(pattern):
+        parts.append(re.escape(pattern[position : token.start()]))
+        parts.append(_GLOB_TOKEN_REGEX.get(token.group()) or _character_class(token.group()))
+        position = token.end()
+    parts.append(re.escape(pattern[position:]))
+    try:
+        return re.compile("".join(parts), re.DOTALL)
+    except re.error as error:
+        raise ConfigError(
+            f"glob {pattern!r} is invalid ({error}); fix its [...] character class"
+        ) from None
+
+
+def fill_placeholders(text: str, params: Mapping[str, str], *, where: str) -> str:
+    """``text`` with each ``{name}`` replaced by ``params[name]``, in one pass.
+
+    An unknown name is a ``ConfigError`` naming ``where`` (the config key that holds ``text``).
+    """
+
+    def value_of(placeholder: re.Match[str]) -> str:
+        name = placeholder.group(1)
+        if name not in params:
+            known = ", ".join(sorted(params))
+            raise ConfigError(
+                f"{where}: placeholder {{{name}}} names no parameter available here ({known}); "
+                "fix the name or declare the parameter"
+            )
+        return params[name]
+
+    return PLACEHOLDER.sub(value_of, text)
+
+
+# --- Cloud Storage ---------------------------------------------------------------------------
+
+
+def _route_object(trigger: ObjectFinalized, config: Config) -> RouteMatch | None:
+    for candidate in config.routes:
+        if (
+            isinstance(candidate, GcsRoute)
+            and candidate.bucket == trigger.bucket
+            and glob_regex(candidate.match).fullmatch(trigger.name)
+        ):
+            return _object_match(candidate, trigger, config)
+    return None
+
+
+def _object_match(gcs_route: GcsRoute, trigger: ObjectFinalized, config: Config) -> RouteMatch:
+    dirname, basename = posixpath.split(trigger.name)
+    object_uri = f"gs://{trigger.bucket}/{trigger.name}"
+    if gcs_route.completion is Completion.EVERY_OBJECT:
+        # The object is a dataset of its own.
+        run_key = object_run_key(trigger.bucket, trigger.name, trigger.generation)
+        dataset_uri = object_uri
+    else:
+        # The marker or manifest completes its directory.
+        run_key = dataset_run_key(trigger.bucket, dirname, trigger.generation)
+        dataset_uri = f"gs://{trigger.bucket}/{dirname}/" if dirname else f"gs://{trigger.bucket}/"
+    the_run_id = run_id(run_key)
+    builtins = {
+        "run_id": the_run_id,
+        "bucket": trigger.bucket,
+        "object": trigger.name,
+        "dirname": dirname,
+        "basename": basename,
+        "generation": str(trigger.generation),
+        "dataset_uri": dataset_uri,
+    }
+    return RouteMatch(
+        route=gcs_route.name,
+        template=gcs_route.template,
+        params=_with_route_params(builtins, gcs_route, config),
+        run_key=run_key,
+        run_id=the_run_id,
+        manifest_uri=object_uri if gcs_route.completion is Completion.MANIFEST else None,
+    )
+
+
+# --- Pub/Sub job requests --------------------------------------------------------------------
+
+
+def _route_request(trigger: JobRequest, config: Config) -> RouteMatch | None:
+    for candidate in config.routes:
+        if isinstance(candidate, PubSubRoute) and _request_matches(candidate, trigger):
+            return _request_match(candidate, trigger, config)
+    return None
+
+
+def _request_matches(pubsub_route: PubSubRoute, trigger: JobRequest) -> bool:
+    if any(trigger.attributes.get(k) != v for k, v in pubsub_route.attributes.items()):
+        return False
+    if pubsub_route.body_field is None:
+        return True
+    value = _body_field(trigger.body, pubsub_route.body_field)
+    if pubsub_route.body_value is None:
+        return value is not None
+    return value == pubsub_route.body_value
+
+
+def _body_field(body: Mapping[str, Any], dotted_path: str) -> object:
+    value: object = body
+    for key in dotted_path.split("."):
+        if not isinstance(value, Mapping):
+            return None
+        value = value.get(key)
+    return value
+
+
+def _request_match(pubsub_route: PubSubRoute, trigger: JobRequest, config: Config) -> RouteMatch:
+    template = _requested_template(pubsub_route, trigger.body, config)
+    run_key = request_run_key(trigger.message_id, trigger.idempotency_key)
+    the_run_id = run_id(run_key)
+    builtins = {"run_id": the_run_id, "message_id": trigger.message_id}
+    fixed = _with_route_params(builtins, pubsub_route, config)
+    requested = _requested_params(trigger.body.get("params") or {}, template, fixed)
+    return RouteMatch(
+        route=pubsub_route.name,
+        template=template.name,
+        params={**fixed, **requested},
+        run_key=run_key,
+        run_id=the_run_id,
+    )
+
+
+def _requested_template(
+    pubsub_route: PubSubRoute, body: Mapping[str, Any], config: Config
+) -> Template:
+    named = body.get("template")
+    if pubsub_route.template is not None:
+        if named is not None and named != pubsub_route.template:
+            raise RequestRejected(
+                f"job request body.template {named!r}: route {pubsub_route.name!r} fixes the "
+                f"template to {pubsub_route.template!r}; remove body.template or publish to a "
+                "route that lets the request choose"
+            )
+        return _template(config, pubsub_route.template, pubsub_route)
+    if named is None:
+        raise RequestRejected(
+            f"job request has no body.template and route {pubsub_route.name!r} fixes none; add "
+            f'"template": "<name>" to the body (one of: {", ".join(sorted(config.templates))})'
+        )
+    template = config.templates.get(named)
+    if template is None:
+        raise RequestRejected(
+            f"job request body.template {named!r} names no template; use one of: "
+            f"{', '.join(sorted(config.templates))}"
+        )
+    return template
+
+
+def _requested_params(
+    params: Mapping[str, object], template: Template, fixed: Mapping[str, str]
+) -> dict[str, str]:
+    accepted: dict[str, str] = {}
+    for name, value in params.items():
+        where = f"job request body.params.{name}"
+        if name in fixed or name in RENDER_FIELDS:
+            raise RequestRejected(
+                f"{where}: the route, the trigger or dispatch sets this parameter and a request "
+                "may not override it; remove it from the request"
+            )
+        if name not in template.params:
+            declared = ", ".join(template.params) or "none"
+            raise RequestRejected(
+                f"{where}: template {template.name!r} does not declare this parameter "
+                f"(it declares: {declared}); remove it or declare it in the template's params"
+            )
+        accepted[name] = _checked_value(value, where)
+    return accepted
+
+
+def _checked_value(value: object, where: str) -> str:
+    if not isinstance(value, str):
+        raise RequestRejected(
+            f"{where}: values must be JSON strings, got {type(value).__name__}; quote it"
+        )
+    if len(value) > MAX_PARAM_VALUE_CHARS:
+        raise RequestRejected(
+            f"{where}: value is {len(value)} characters, over the limit of "
+            f"{MAX_PARAM_VALUE_CHARS}; pass a reference such as a gs:// URI instead"
+        )
+    if _CONTROL_CHARACTER.search(value):
+        raise RequestRejected(
+            f"{where}: value contains a control character (newline, tab, NUL, ...), which job "
+            "arguments must not carry; remove it"
+        )
+    return value
+
+
+# --- Cloud Scheduler ticks -------------------------------------------------------------------
+
+
+def _route_tick(trigger: ScheduleTick, config: Config) -> RouteMatch | None:
+    for candidate in config.routes:
+        if isinstance(candidate, ScheduleRoute) and candidate.schedule == trigger.schedule:
+            run_key = schedule_run_key(trigger.schedule, trigger.tick_time)
+            the_run_id = run_id(run_key)
+            builtins = {
+                "run_id": the_run_id,
+                "message_id": trigger.message_id,
+                "schedule": trigger.schedule,
+                "schedule_time": rfc3339(trigger.tick_time),
+            }
+            return RouteMatch(
+                route=candidate.name,
+                template=candidate.template,
+                params=_with_route_params(builtins, candidate, config),
+                run_key=run_key,
+                run_id=the_run_id,
+            )
+    return None
+
+
+# --- shared ----------------------------------------------------------------------------------
+
+
+def _with_route_params(builtins: dict[str, str], chosen: Route, config: Config) -> dict[str, str]:
+    """The built-ins plus the route's params, each a pattern over the built-ins."""
+    params = dict(builtins)
+    for name, pattern in chosen.params.items():
+        where = f"{config.source}: route {chosen.name!r} params.{name}"
+        if name in RENDER_FIELDS:  # the loader refuses these too; a hand-built Config may not
+            raise ConfigError(
+                f"{where}: {name!r} is filled by dispatch on every run and cannot be set by a "
+                "route; choose another parameter name"
+            )
+        params[name] = fill_placeholders(pattern, builtins, where=where)
+    return params
+
+
+def _template(config: Config, name: str, chosen: Route) -> Template:
+    template = config.templates.get(name)
+    if template is None:
+        raise ConfigError(
+            f"{config.source}: route {chosen.name!r} names template {name!r}, which is not "
+            f"defined; define it under templates or fix the name"
+        )
+    return template
+
+
+def _character_class(token: str) -> str:
+    negated = token.startswith("[!")
+    members = (token[2:-1] if negated else token[1:-1]).replace("\\", "\\\\")
+    if not negated and members.startswith("^"):
+        members = "\\" + members  # a literal caret, as in fnmatch
+    # A negated class must not match "/" either: only ** crosses directories.
+    return f"[^/{members}]" if negated else f"[{members}]"

@@ -1,0 +1,424 @@
+"""Dispatch one event: decode → route → render → validate → record → submit, exactly once.
+
+``dispatch_event`` is what both Cloud Functions call. It returns a ``DispatchResult`` whenever the
+event is done with (a job created or found, nothing to do, or a permanent error recorded in the
+ledger and alerted) and raises only ``TransientError``, so the platform delivers the event again.
+
+An event that matches no route returns at once: nothing here imports a Google Cloud client until
+a route has matched (the ledger, Vertex AI and Pub/Sub modules, and ``records``, are imported
+inside the functions that need them), because an unmatched shard of a 100,000-object upload must
+stay cheap.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from cloudevents.http import CloudEvent
+
+from shared.config.loader import config_from_env
+from shared.config.model import Config, Template
+from shared.decode import events, routing
+from shared.logs import log
+from shared.model import runkeys
+from shared.model.errors import ConfigError, PermanentError, RetryRejected, TransientError
+from shared.model.results import DispatchOutcome, DispatchResult
+from shared.model.triggers import JobRequest, RetryRequest, Trigger
+
+if TYPE_CHECKING:
+    from shared.adapters.ledger import Ledger, Run, RunSnapshot
+
+logger = logging.getLogger(__name__)
+
+
+class ConfigUnavailable(TransientError):
+    """The configuration cannot be loaded; events retry (and then dead-letter) until it is fixed.
+
+    A broken config is not the event's fault: acknowledging would lose every trigger until the
+    fix, so the event is delivered again instead, and the CRITICAL log line alerts a human.
+    """
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass
+class Services:
+    """What dispatch works with: the config, the run ledger (built on first use), a clock."""
+
+    config: Config
+    now: Callable[[], datetime] = _utc_now
+    _ledger: Ledger | None = None
+
+    @property
+    def ledger(self) -> Ledger:
+        if self._ledger is None:
+            from shared.adapters.ledger import default_ledger
+
+            self._ledger = default_ledger(self.config.project)
+        return self._ledger
+
+
+_services: Services | None = None
+
+
+def default_services() -> Services:
+    """This instance's services, for the config ``VERTEX_DISPATCH_CONFIG`` names."""
+    global _services
+    config = _load_config()
+    if _services is None or _services.config is not config:
+        _services = Services(config)
+    return _services
+
+
+def dispatch_event(cloud_event: CloudEvent, services: Services | None = None) -> DispatchResult:
+    """Handle one delivery of ``cloud_event``; see the module docstring for the contract."""
+    services = services or default_services()
+    trigger: Trigger | None = None
+    try:
+        trigger = events.decode(cloud_event)
+        if isinstance(trigger, RetryRequest):
+            return _continue_run(services, trigger)
+        match = routing.route(trigger, services.config)
+        if match is None:
+            log(logger, logging.DEBUG, "event matches no route", event_id=cloud_event["id"])
+            return DispatchResult(DispatchOutcome.IGNORED)
+        if match.manifest_uri is not None:
+            _check_manifest(match.manifest_uri)
+        return _start_run(services, trigger, match)
+    except PermanentError as error:
+        # Whatever permanent error the run's own handling did not settle (a malformed event, a
+        # refused request, an unreadable manifest, a retry for an unknown run, a ledger refusal)
+        # is recorded and alerted here, and the event acknowledged: retrying cannot help.
+        return _reject_event(services, cloud_event, trigger, error)
+
+
+def _load_config() -> Config:
+    try:
+        return config_from_env()
+    except ConfigError as error:
+        log(logger, logging.CRITICAL, f"configuration cannot be loaded: {error}")
+        raise ConfigUnavailable(str(error)) from error
+
+
+def _start_run(services: Services, trigger: Trigger, match: routing.RouteMatch) -> DispatchResult:
+    from shared.adapters.ledger import Run
+    from shared.model import records
+
+    labels = {"run_id": match.run_id, "route": match.route, "template": match.template}
+    snapshot, created = services.ledger.open_run(
+        Run(
+            run_id=match.run_id,
+            run_key=match.run_key,
+            route=match.route,
+            template=match.template,
+            trigger=records.trigger_record(trigger),
+            params=dict(match.params),
+        )
+    )
+    log(
+        logger,
+        logging.INFO,
+        "run opened" if created else "run found (redelivery)",
+        labels=labels,
+        run_key=match.run_key,
+    )
+    template = services.config.templates[match.template]
+    return _submit(services, snapshot, template, match.params, trigger, labels, 1, 0)
+
+
+def _continue_run(services: Services, retry: RetryRequest) -> DispatchResult:
+    """A retry message: an attempt of a run the ledger knows, validated like any request.
+
+    An attempt already claimed is ``submit_attempt``'s to settle (a redelivery, or the
+    reconciler recovering an intent). A new one starts only if the run awaits it
+    (``submission.retry_awaited``); a retry the run does not await is acknowledged, no job.
+    """
+    from shared.handlers.submission import retry_awaited
+
+    snapshot = services.ledger.get_run(retry.run_id)
+    if snapshot is None:
+        raise RetryRejected(
+            f"retry message names run {retry.run_id}, which is not in the ledger; only the "
+            "job-state function publishes retries, for runs it has read"
+        )
+    run = snapshot.run
+    labels = {"run_id": run.run_id, "route": run.route, "template": run.template}
+    template = services.config.templates.get(run.template)
+    claimed = run.attempt(retry.attempt) is not None
+    # The ledger says whether an operator allowed this attempt; a message's own say-so (its
+    # reason) is anyone's who may publish on the requests topic.
+    by_operator = run.operator_grant == retry.attempt
+    if template is not None:
+        # A claimed attempt was within the budget (or granted) when it was claimed.
+        problem = _retry_problem(template, retry, within_budget=by_operator or claimed)
+        if problem is not None:
+            raise problem
+    if claimed:  # a redelivery, or the reconciler recovering an intent
+        if template is None:  # its job, if any, is the job-state function's to follow
+            return _not_awaited(run, retry, labels, "its template left the config")
+        return _submit(
+            services, snapshot, template, run.params, retry, labels, retry.attempt,
+            retry.placement_index,
+        )  # fmt: skip
+    if not retry_awaited(run, retry.attempt, by_operator=by_operator):
+        return _not_awaited(run, retry, labels, "the run does not await it")
+    if template is None:
+        if run.status.is_terminal():
+            return _not_awaited(run, retry, labels, "its template left the config")
+        # A waiting run: every later retry (the reconciler's included) would fail the same way.
+        gone = RetryRejected(
+            f"run {run.run_id} used template {run.template!r}, which the config no longer has; "
+            f"restore the template, then `vertex-dispatch retry {run.run_id}`"
+        )
+        return _end_run(services, snapshot, retry, labels, gone)
+    if by_operator and run.status.is_terminal():
+        from shared.adapters.ledger import RetryPlan
+        from shared.handlers.actions import RETRY_REPUBLISH_AFTER
+
+        # Should every delivery of this message fail (and dead-letter), the reconciler
+        # publishes the attempt again from then on: a reopened run is never left unmoved.
+        lost_after = RetryPlan(
+            services.now() + RETRY_REPUBLISH_AFTER,
+            retry.attempt,
+            retry.placement_index,
+            "operator retry, republished because its delivery did not claim the attempt",
+        )
+        snapshot = services.ledger.reopen(run.run_id, lost_after)
+        run = snapshot.run
+    log(logger, logging.INFO, "retry received", labels=labels, attempt=retry.attempt)
+    return _submit(
+        services,
+        snapshot,
+        template,
+        run.params,
+        retry,
+        labels,
+        retry.attempt,
+        retry.placement_index,
+    )
+
+
+def _not_awaited(run: Run, retry: RetryRequest, labels: dict[str, str], why: str) -> DispatchResult:
+    last = run.last_attempt
+    detail = (
+        f"run {run.run_id} is {run.status.value} (last attempt {last.number if last else 0}, "
+        f"job {last.job_name if last else None}): a retry for attempt {retry.attempt} is "
+        f"acknowledged without a job: {why}"
+    )
+    log(logger, logging.WARNING, "retry not acted on", labels=labels, detail=detail)
+    return DispatchResult(DispatchOutcome.DUPLICATE, run.run_id, detail=detail)
+
+
+def _retry_problem(
+    template: Template, retry: RetryRequest, *, within_budget: bool
+) -> RetryRejected | None:
+    """Why a retry message cannot be acted on, or None; ``within_budget`` lifts the attempt
+    budget (an operator's grant, an attempt already claimed)."""
+    if retry.placement_index >= len(template.placements):
+        return RetryRejected(
+            f"retry of run {retry.run_id} asks for placement {retry.placement_index}, but "
+            f"template {template.name} has {len(template.placements)}"
+        )
+    if retry.attempt > template.retry.attempts and not within_budget:
+        return RetryRejected(
+            f"retry of run {retry.run_id} asks for attempt {retry.attempt}, over the "
+            f"{template.retry.attempts} attempts template {template.name} allows"
+        )
+    return None
+
+
+def _submit(
+    services: Services,
+    snapshot: RunSnapshot,
+    template: Template,
+    params: Mapping[str, str],
+    trigger: Trigger,
+    labels: dict[str, str],
+    attempt: int,
+    first_placement: int,
+) -> DispatchResult:
+    from shared.handlers.submission import Submission, submit_attempt
+    from shared.model import records
+
+    submission = Submission(
+        config=services.config,
+        ledger=services.ledger,
+        template=template,
+        params=params,
+        trigger=records.describe_trigger(trigger),
+        now=services.now,
+        labels=labels,
+    )
+    try:
+        result = submit_attempt(submission, snapshot, attempt, first_placement)
+    except PermanentError as error:
+        # Raised after the run was opened (a permission the function lacks, a ledger refusal):
+        # the run itself ends and alerts, so that a redelivery or the reconciler's next retry
+        # finds it over instead of failing the same way again under a new rejected event.
+        return _end_run(services, snapshot, trigger, labels, error)
+    log(
+        logger,
+        logging.INFO,
+        f"dispatch {result.outcome}",
+        labels=labels,
+        job=result.job_name,
+        outcome=result.outcome.value,
+    )
+    return result
+
+
+def _end_run(
+    services: Services,
+    snapshot: RunSnapshot,
+    trigger: Trigger,
+    labels: dict[str, str],
+    error: PermanentError,
+) -> DispatchResult:
+    """End an opened run on a permanent error its submission raised; alert once on its id."""
+    from shared.adapters.alerts import AlertReason
+    from shared.adapters.ledger import RunStatus
+    from shared.adapters.vertex import VertexPermissionDenied
+    from shared.handlers.rejections import finish_run
+    from shared.model import records
+
+    the_run_id = snapshot.run.run_id
+    permission = isinstance(error, VertexPermissionDenied)
+    # REJECTED says nothing was ever submitted; a run some of whose attempts had jobs FAILED.
+    submitted_before = any(attempt.job_name for attempt in snapshot.run.attempts)
+    finish_run(
+        services.ledger,
+        snapshot,
+        RunStatus.FAILED if permission or submitted_before else RunStatus.REJECTED,
+        config=services.config,
+        trigger=records.describe_trigger(trigger),
+        reason=AlertReason.PERMISSION if permission else AlertReason.INVALID_REQUEST,
+        message=f"{type(error).__name__}: {error}",
+        what_to_do=(
+            f"fix what the message names, then `vertex-dispatch retry {the_run_id}`"
+            if permission or isinstance(error, RetryRejected)
+            else "fix what the message names, then trigger again"
+        ),
+    )
+    log(
+        logger,
+        logging.ERROR,
+        "run ended on a permanent error",
+        labels=labels,
+        error=str(error),
+        error_type=type(error).__name__,
+    )
+    return DispatchResult(DispatchOutcome.REJECTED, the_run_id, detail=str(error))
+
+
+def _check_manifest(manifest_uri: str) -> None:
+    """The manifest's files must all exist before the dataset counts as complete."""
+    from shared.adapters import storage
+    from shared.decode import manifests as datasets
+
+    base_uri = manifest_uri.rsplit("/", 1)[0] + "/"
+    files = datasets.parse_manifest(
+        storage.read_object(manifest_uri, datasets.MAX_MANIFEST_BYTES), base_uri
+    )
+    missing = datasets.missing_files(files, storage.object_exists)
+    if missing:
+        more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+        shown = ", ".join(missing[:5]) + more
+        raise DatasetIncomplete(
+            f"manifest {manifest_uri} lists {len(missing)} files that do not exist yet: {shown}; "
+            "the event is delivered again until they do"
+        )
+
+
+class DatasetIncomplete(TransientError):
+    """A manifest names files that are not uploaded yet: wait and deliver again."""
+
+
+def _reject_event(
+    services: Services, cloud_event: CloudEvent, trigger: Trigger | None, error: PermanentError
+) -> DispatchResult:
+    """Record a permanent error about the event itself, alert once, and acknowledge it."""
+    from shared.adapters.alerts import AlertReason
+    from shared.adapters.ledger import LedgerRejected, Run, RunStatus
+    from shared.handlers.rejections import alert_once
+    from shared.model import records
+
+    run_key = _rejected_run_key(cloud_event, trigger)
+    the_run_id = runkeys.run_id(run_key)
+
+    def rejected_run(record: Mapping[str, object]) -> Run:
+        return Run(
+            run_id=the_run_id,
+            run_key=run_key,
+            route="",
+            template="",
+            trigger=record,
+            status=RunStatus.REJECTED,
+        )
+
+    envelope = _event_record(
+        cloud_event, "UndecodableEvent" if trigger is None else "UnstorableEvent"
+    )
+    # When the ledger refused the trigger's record, writing it again would only fail again: the
+    # rejection is recorded (and alerted) with the event's envelope instead.
+    whole = None if trigger is None or isinstance(error, LedgerRejected) else trigger
+    try:
+        snapshot, _ = services.ledger.open_run(
+            rejected_run(envelope if whole is None else records.trigger_record(whole))
+        )
+    except LedgerRejected:
+        if whole is None:
+            raise
+        snapshot, _ = services.ledger.open_run(rejected_run(envelope))
+    described = records.describe_trigger(trigger) if trigger else _describe_event(cloud_event)
+    log(
+        logger,
+        logging.ERROR,
+        "event rejected",
+        labels={"run_id": the_run_id},
+        error=str(error),
+        error_type=type(error).__name__,
+    )
+    alert_once(
+        services.ledger,
+        snapshot,
+        config=services.config,
+        trigger=described,
+        reason=AlertReason.INVALID_REQUEST,
+        message=f"{type(error).__name__}: {error}",
+        what_to_do="fix the sender as the message says; the event was acknowledged and dropped",
+    )
+    return DispatchResult(DispatchOutcome.REJECTED, the_run_id, detail=str(error))
+
+
+def _rejected_run_key(cloud_event: CloudEvent, trigger: Trigger | None) -> str:
+    """The run key a rejected event is recorded under: its request key, else the event's id."""
+    if isinstance(trigger, JobRequest):
+        return runkeys.request_run_key(trigger.message_id, trigger.idempotency_key)
+    # printable: the event may have been refused for holding text that UTF-8 cannot encode.
+    source, event_id = (events.printable(cloud_event.get(key)) for key in ("source", "id"))
+    return f"rejected-event:{source}#{event_id}"
+
+
+def _event_record(cloud_event: CloudEvent, kind: str = "UndecodableEvent") -> dict[str, object]:
+    """What the ledger keeps of an event it cannot keep whole, because it could not be decoded
+    (``UndecodableEvent``) or the ledger refused its record (``UnstorableEvent``): the envelope."""
+    record: dict[str, object] = {
+        "kind": kind,
+        **{key: events.printable(cloud_event.get(key)) for key in ("type", "source", "id")},
+    }
+    if cloud_event.get("subject") is not None:  # optional in CloudEvents; Eventarc sets it for GCS
+        record["subject"] = events.printable(cloud_event.get("subject"))
+    return record
+
+
+def _describe_event(cloud_event: CloudEvent) -> str:
+    type_, source, event_id = (
+        events.printable(cloud_event.get(key)) for key in ("type", "source", "id")
+    )
+    return f"CloudEvent {type_} from {source}, id {event_id}"

@@ -1,0 +1,394 @@
+"""The job-state function: a hint names a job; read it, record it, decide, act.
+
+``handle_job_event`` is what ``on_job_event`` calls for every message on the job-events topic
+(our job-state messages and Cloud Logging entries, ``shared.decode.hints``). Events are hints, state
+is read (DESIGN.md §1):
+
+1. decode the hint; one that names no job is logged (ERROR, so a misrouted log sink shows up)
+   and acknowledged: there is no run to record it on, redelivery cannot fix it, and the
+   reconciler sees the job's state anyway;
+2. read the job once from Vertex AI; its labels ``vd-run``/``vd-attempt`` name the run and the
+   attempt (a job without them is not ours: ignored);
+3. read the run. A state the attempt already records (with its decision, for a terminal state)
+   changes nothing. A live state (queued, pending, running) is recorded. A terminal state of the
+   run's last attempt is classified (``outcomes.classify``), decided (``decisions.decide``) and
+   recorded in ONE compare-and-set with the decision, so the same hint twice makes one decision:
+   a delivery that loses the race gets ``LedgerConflict`` (transient), and its redelivery finds
+   the decision made. One exception: a FAILED job without an error that ended less than
+   ``outcomes.ERROR_SETTLE_TIME`` ago is recorded but not decided (DEFERRED): Vertex AI sets the
+   error about a minute after the end, and deciding on no error would alert instead of retrying.
+   The hint is acknowledged; the reconciler's next tick (or a later hint) reads the job again
+   and decides;
+4. ``actions.ensure_actions``: what the recorded run requires (alerts once per reason, the
+   completion once, a retry that is due now), also when nothing new was recorded, so an action
+   whose publish failed last time is redone.
+
+It returns a ``JobStateResult`` whenever the hint is done with, and raises only
+``TransientError`` (the platform delivers the hint again).
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from cloudevents.http import CloudEvent
+
+from shared.decode import hints as jobevents
+from shared.logs import log
+from shared.model.errors import MalformedEvent, PermanentError
+
+if TYPE_CHECKING:
+    from google.cloud import aiplatform_v1
+
+    from shared.adapters.ledger import Attempt, Run, RunSnapshot
+    from shared.config.model import Config
+    from shared.decode.hints import JobHint
+    from shared.handlers.dispatch import Services
+    from shared.policy.classify import Classification
+    from shared.policy.decisions import Decision
+
+RUN_LABEL = "vd-run"  # shared.policy.jobspec.RUN_LABEL, without importing the protos it needs
+ATTEMPT_LABEL = "vd-attempt"
+CONSOLE_URL = (
+    "https://console.cloud.google.com/vertex-ai/locations/{region}/training/{job_id}/cpu"
+    "?project={project}"
+)
+"""Where a human looks at a CustomJob in the Google Cloud console."""
+
+logger = logging.getLogger(__name__)
+
+
+class JobStateOutcome(enum.StrEnum):
+    """How one hint ended; every member means "acknowledge the hint"."""
+
+    MALFORMED = "malformed"  # the hint names no job: logged and dropped
+    NOT_FOUND = "not_found"  # no such job in any region the config uses
+    NOT_OURS = "not_ours"  # the job has no vd-run label: another system's job
+    UNKNOWN_RUN = "unknown_run"  # labelled with a run (or attempt) the ledger does not have
+    REFUSED = "refused"  # a permanent error, logged: e.g. the service refused to read the job
+    UNCHANGED = "unchanged"  # the ledger already records this state (actions re-ensured)
+    RECORDED = "recorded"  # a new live state, or a terminal state not to be decided
+    DECIDED = "decided"  # a terminal state of the last attempt: classified, decided, recorded
+    DEFERRED = "deferred"  # FAILED, its error not set yet: recorded, decided on a later read
+
+
+@dataclass(frozen=True)
+class JobStateResult:
+    outcome: JobStateOutcome
+    run_id: str | None = None
+    job_name: str | None = None
+    state: str | None = None
+    detail: str = ""
+
+
+def handle_job_event(
+    cloud_event: CloudEvent,
+    services: Services | None = None,
+    rng: random.Random | None = None,
+) -> JobStateResult:
+    """Handle one delivery of a job-state hint; see the module docstring for the contract."""
+    from shared.handlers.dispatch import default_services
+
+    services = services or default_services()
+    try:
+        hint = jobevents.decode_hint(cloud_event)
+    except MalformedEvent as error:
+        log(
+            logger,
+            logging.ERROR,
+            "job-state hint dropped",
+            event_id=cloud_event.get("id"),
+            error=str(error),
+        )
+        return JobStateResult(JobStateOutcome.MALFORMED, detail=str(error))
+    try:
+        job = _read_job(hint, services)
+    except PermanentError as error:
+        # Refused, not missing (a job of another project, an id the service calls invalid):
+        # redelivery cannot change the answer. The reconciler still lists our own jobs.
+        log(
+            logger,
+            logging.ERROR,
+            "hinted job cannot be read",
+            job_id=hint.job_id,
+            project=hint.project,
+            error=str(error),
+        )
+        return JobStateResult(JobStateOutcome.REFUSED, detail=str(error))
+    if job is None:
+        log(
+            logger,
+            logging.WARNING,
+            "hinted job not found",
+            job_id=hint.job_id,
+            project=hint.project,
+        )
+        return JobStateResult(JobStateOutcome.NOT_FOUND, detail=f"job {hint.job_id}")
+    try:
+        return apply_job_state(job, services, rng or random.Random())
+    except PermanentError as error:
+        # Redelivery cannot fix it; the reconciler keeps seeing the run, and the log alerts.
+        log(
+            logger,
+            logging.CRITICAL,
+            "job state not applied",
+            labels={"run_id": job.labels.get(RUN_LABEL, "")},
+            job=job.name,
+            error=str(error),
+        )
+        return JobStateResult(JobStateOutcome.REFUSED, job_name=job.name, detail=str(error))
+
+
+def apply_job_state(
+    job: aiplatform_v1.CustomJob, services: Services, rng: random.Random
+) -> JobStateResult:
+    """Record what ``job`` (as just read) means for its run, then ensure the run's actions."""
+    from shared.handlers.actions import ensure_actions
+
+    result, snapshot = record_job_state(job, services, rng)
+    if snapshot is not None:
+        ensure_actions(snapshot, services)
+    return result
+
+
+def record_job_state(
+    job: aiplatform_v1.CustomJob, services: Services, rng: random.Random
+) -> tuple[JobStateResult, RunSnapshot | None]:
+    """Record what ``job`` (as just read) means for its run; the run as recorded, when there is
+    one, so that the caller ensures its actions (``apply_job_state`` does both)."""
+    from shared.policy.classify import is_terminal
+
+    run_id, attempt_number = _run_and_attempt(job)
+    state = job.state.name
+    if run_id is None or attempt_number is None:
+        return JobStateResult(JobStateOutcome.NOT_OURS, job_name=job.name, state=state), None
+    snapshot = services.ledger.get_run(run_id)
+    attempt = snapshot.run.attempt(attempt_number) if snapshot else None
+    if snapshot is None or attempt is None:
+        log(
+            logger,
+            logging.ERROR,
+            "job names a run attempt the ledger does not have",
+            labels={"run_id": run_id},
+            job=job.name,
+            attempt=attempt_number,
+        )
+        return JobStateResult(JobStateOutcome.UNKNOWN_RUN, run_id, job.name, state), None
+    if _already_recorded(attempt, state):
+        outcome = JobStateOutcome.UNCHANGED
+    elif is_terminal(state) and _decidable(snapshot, attempt_number):
+        classification = classify_job(job, snapshot.run, attempt)
+        if _error_still_to_come(job, classification, services.now(), snapshot):
+            snapshot = services.ledger.record_observed_state(
+                run_id, attempt_number, job.name, state, None
+            )
+            outcome = JobStateOutcome.DEFERRED
+        else:
+            snapshot = _decide_and_record(snapshot, job, classification, services, rng)
+            outcome = JobStateOutcome.DECIDED
+    else:
+        snapshot = services.ledger.record_observed_state(
+            run_id, attempt_number, job.name, state, _error_of(job)
+        )
+        outcome = JobStateOutcome.RECORDED
+    log(
+        logger,
+        logging.INFO,
+        f"job state {outcome}",
+        labels=_labels(snapshot),
+        job=job.name,
+        state=state,
+    )
+    status = snapshot.run.status.value
+    return JobStateResult(outcome, run_id, job.name, state, detail=status), snapshot
+
+
+def _read_job(hint: JobHint, services: Services) -> aiplatform_v1.CustomJob | None:
+    """The hinted job, read once; a hint without a region is looked for in the config's regions."""
+    from shared.adapters import vertex
+
+    regions = [hint.region] if hint.region else candidate_regions(services.config)
+    for region in regions:
+        try:
+            return vertex.get_custom_job(hint.job_name(region))
+        except vertex.VertexNotFound:
+            continue
+    return None
+
+
+def candidate_regions(config: Config) -> list[str]:
+    """Every region the config places jobs in: its default region first."""
+    regions = [config.region]
+    for template in config.templates.values():
+        for placement in template.placements:
+            if placement.region and placement.region not in regions:
+                regions.append(placement.region)
+    return regions
+
+
+def _run_and_attempt(job: aiplatform_v1.CustomJob) -> tuple[str | None, int | None]:
+    run_id = job.labels.get(RUN_LABEL)
+    attempt = job.labels.get(ATTEMPT_LABEL, "")
+    # isascii: str.isdigit also accepts digits such as "²", which int() refuses.
+    return run_id, int(attempt) if attempt.isascii() and attempt.isdigit() else None
+
+
+def _already_recorded(attempt: Attempt, state: str) -> bool:
+    from shared.policy.classify import is_terminal
+
+    if attempt.state != state:
+        return False
+    return attempt.decision is not None or not is_terminal(state)
+
+
+def _decidable(snapshot: RunSnapshot, attempt_number: int) -> bool:
+    """Only the last attempt's end moves a live run; an older job's end is only recorded."""
+    run = snapshot.run
+    last = run.last_attempt
+    return not run.status.is_terminal() and last is not None and last.number == attempt_number
+
+
+def classify_job(job: aiplatform_v1.CustomJob, run: Run, attempt: Attempt | None) -> Classification:
+    """``outcomes.classify`` with what the ledger knows of the job: the FLEX_START max wait of
+    the attempt's recorded placement (before the job's own), and whether we asked for the job's
+    cancel (an operator or the watchdog: then its end is our cancel, not an expiry)."""
+    from shared.policy.classify import classify
+    from shared.policy.reconcile_plan import flex_start_max_wait
+
+    return classify(
+        job,
+        max_wait=flex_start_max_wait(job, attempt),
+        cancel_requested=attempt is not None and attempt.cancel_requested_at is not None,
+    )
+
+
+def _error_still_to_come(
+    job: aiplatform_v1.CustomJob,
+    classification: Classification,
+    now: datetime,
+    snapshot: RunSnapshot,
+) -> bool:
+    """Whether to wait for the error of a FAILED job that has none yet (``outcomes``)."""
+    from shared.config.model import FailureClass
+    from shared.policy.classify import error_pending
+
+    if classification.failure is not FailureClass.UNKNOWN:
+        return False  # decided without the error: a FLEX_START wait that ran out
+    left = error_pending(job, now)
+    if left is None:
+        return False
+    log(
+        logger,
+        logging.INFO,
+        "job end not decided yet: Vertex AI sets a failed job's error about a minute after its end",
+        labels=_labels(snapshot),
+        job=job.name,
+        end_time=str(job.end_time or job.update_time),
+        decide_by=str(now + left),
+    )
+    return True
+
+
+def _decide_and_record(
+    snapshot: RunSnapshot,
+    job: aiplatform_v1.CustomJob,
+    classification: Classification,
+    services: Services,
+    rng: random.Random,
+) -> RunSnapshot:
+    from shared.adapters.ledger import AttemptOutcome
+    from shared.policy.decisions import decide
+
+    run = snapshot.run
+    # None when the template left the config: the end is still decided (never retried).
+    template = services.config.templates.get(run.template)
+    now = services.now()
+    decision = decide(run, template, classification, now=now, rng=rng)
+    attempt_number = run.last_attempt.number if run.last_attempt else 0
+    log(
+        logger,
+        logging.INFO,
+        "job decided",
+        labels=_labels(snapshot),
+        explanation=decision.explanation,
+    )
+    return services.ledger.record_decision(
+        snapshot,
+        AttemptOutcome(
+            attempt=attempt_number,
+            job_name=job.name,
+            state=classification.state,
+            error=classification.error_record(),
+            decision=decision_record(
+                decision,
+                classification,
+                job,
+                now,
+                completes=services.config.completions_topic is not None,
+            ),
+            status=decision.status,
+            next_retry=decision.retry,
+        ),
+    )
+
+
+def decision_record(
+    decision: Decision,
+    classification: Classification,
+    job: aiplatform_v1.CustomJob,
+    now: datetime,
+    *,
+    completes: bool = True,
+) -> dict[str, Any]:
+    """The decision as the ledger stores it on the attempt: what ``ensure_actions`` reads.
+
+    ``completes`` is False when the config has no completions topic: no completion is then owed.
+    """
+    alert = None
+    if decision.alert is not None:
+        alert = {
+            "reason": str(decision.alert.reason),
+            "message": (
+                f"{decision.alert.message}\njob: {job.name}\nconsole: {console_url(job.name)}"
+            ),
+            "what_to_do": decision.alert.what_to_do,
+            "severity": decision.alert.severity.value,
+        }
+    return {
+        "outcome": "succeeded" if classification.succeeded else _failure_name(classification),
+        "summary": classification.summary,
+        "evidence": classification.evidence,
+        "explanation": decision.explanation,
+        "alert": alert,
+        "complete": decision.complete and completes,
+        "output_directory": job.job_spec.base_output_directory.output_uri_prefix or None,
+        "decided_at": now,
+    }
+
+
+def console_url(job_name: str) -> str:
+    """The Google Cloud console page of the CustomJob ``job_name``."""
+    parts = job_name.split("/")
+    project, region, job_id = parts[1], parts[3], parts[-1]
+    return CONSOLE_URL.format(region=region, job_id=job_id, project=project)
+
+
+def _failure_name(classification: Classification) -> str:
+    return classification.failure.value if classification.failure else "unknown"
+
+
+def _error_of(job: aiplatform_v1.CustomJob) -> Mapping[str, Any] | None:
+    if not job.error.code and not job.error.message:
+        return None
+    return {"code": job.error.code, "message": job.error.message}
+
+
+def _labels(snapshot: RunSnapshot) -> dict[str, str]:
+    run = snapshot.run
+    return {"run_id": run.run_id, "route": run.route, "template": run.template}

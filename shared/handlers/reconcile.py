@@ -1,0 +1,405 @@
+"""The reconciler: each Cloud Scheduler tick, compare the ledger with Vertex AI and act on the gaps.
+
+Vertex AI publishes no event when a CustomJob changes state (DESIGN.md §1), so this tick is what
+guarantees that nothing is missed. It is a Kueue-style reconcile: read, compute what is owed, apply,
+and let the next tick repeat whatever did not happen. One tick:
+
+1. reads the active runs from the ledger (at most ``reconcile_max_runs``);
+2. per parent (project and region) lists our jobs with ONE label-filtered ``ListCustomJobs`` per
+   page (``labels.vd-run:*`` and a ``create_time`` lower bound), never one Get per job, and stops
+   paging as soon as every job it watches was seen;
+3. plans, with the pure ``reconcile_plan.plan_tick``, what the ledger is owed:
+
+   - a state change for every job whose state the ledger has not recorded, or whose terminal
+     state it recorded but has not decided on: the tick records it itself
+     (``jobstate.record_job_state`` on the job as listed, no second read of Vertex AI, eight at
+     a time), then ensures the run's actions;
+   - a retry message on the requests topic for every run whose intent outlived
+     ``submission.INTENT_LEASE`` without a job (dispatch reattaches by label or takes over), or
+     that was accepted but never claimed; published again only ``RECOVERY_REPUBLISH_AFTER``
+     (10 min) later, noted on the run, so a slow dispatch is not handed a copy every tick;
+   - the watchdog: a FLEX_START job QUEUED or PENDING longer than its max wait plus
+     ``watchdog_grace`` is cancelled and alerted (Vertex AI should have ended it); an intent
+     still without a job after ``STUCK_INTENT_ALERT_AFTER`` is alerted;
+
+4. applies the plan, each action isolated: a failing one is counted and retried next tick;
+5. calls ``actions.ensure_actions`` on every run read, and on the ended runs whose decisions
+   still owe an alert or a completion (the ledger's ``actions_owed`` flag): it publishes the
+   retries whose backoff has passed and redoes any alert or completion a failed publish left
+   undone (no I/O when nothing is owed).
+
+Running two ticks at once is harmless: a state is recorded by compare-and-set (the loser of a
+race gets ``LedgerConflict``, counted, and the next tick finds the state recorded), retries are
+claimed once by dispatch, cancels are idempotent, and each watchdog alert is claimed in the ledger
+before it is sent.
+
+Why the tick applies states rather than publishing a hint per change to ``on_job_event`` (what
+DESIGN.md §1 first sketched): a hint is re-published every tick until the job-state function has
+recorded it, so whenever hints are handled more slowly than ticks come, each tick adds a copy of
+every pending hint and the backlog grows without bound. In the 2,000-trigger soak that left 1,785
+runs unrecorded after 15 minutes. Applying the listed state costs one ledger read and one write
+per change (a hint cost a publish, a push, a Get and the same read and write), and a tick's work
+is bounded by the changes it saw. ``on_job_event`` still takes low-latency hints from a log sink.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import random
+import threading
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, fields
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from shared.adapters import retry_messages as retries
+from shared.adapters import vertex
+from shared.adapters.alerts import Alert, send_alert
+from shared.adapters.ledger import LedgerConflict, Run, RunSnapshot, RunStatus
+from shared.aiplatform import CustomJob
+from shared.handlers import actions, jobstate
+from shared.handlers.rejections import attempts_summary
+from shared.logs import log
+from shared.model.errors import DispatchError
+from shared.policy.reconcile_plan import (
+    DueRetry,
+    Listing,
+    OverdueWait,
+    StateChange,
+    StuckIntent,
+    age_text,
+    plan_listings,
+    plan_tick,
+)
+
+if TYPE_CHECKING:
+    from cloudevents.abstract import CloudEvent
+
+    from shared.handlers.dispatch import Services
+
+ACTIVE_STATUSES: tuple[RunStatus, ...] = (
+    RunStatus.ACCEPTED,
+    RunStatus.SUBMITTING,
+    RunStatus.SUBMITTED,
+    RunStatus.RUNNING,
+    RunStatus.WAITING_RETRY,
+)
+APPLY_WORKERS = 8
+"""State changes a tick applies at once: each is a ledger read and a write, mostly waiting."""
+
+logger = logging.getLogger(__name__)
+
+
+class WatchdogReason(enum.StrEnum):
+    """The alert reasons the reconciler sends (one alert per run and reason)."""
+
+    OVERDUE_WAIT = "watchdog_overdue_wait"  # a job waited past its max wait plus the grace
+    STUCK_INTENT = "watchdog_stuck_intent"  # an attempt stayed without a job
+
+
+RECORDED_OUTCOMES = frozenset({jobstate.JobStateOutcome.RECORDED, jobstate.JobStateOutcome.DECIDED})
+
+
+@dataclass(frozen=True)
+class ReconcileReport:
+    """What one tick read and did; logged as one structured line."""
+
+    runs_read: int = 0
+    runs_limit_reached: bool = False  # more active runs than one tick reads: raise the limit
+    ended_runs_owing_actions: int = 0  # ended runs whose alert or completion publish failed
+    parents_listed: int = 0
+    list_calls: int = 0  # ListCustomJobs pages
+    jobs_listed: int = 0
+    states_recorded: int = 0  # job states applied to the ledger (decisions included)
+    decisions_made: int = 0  # terminal states classified and decided
+    ends_awaiting_error: int = 0  # FAILED ends read before Vertex AI set their error: decided later
+    retries_published: Mapping[str, int] = field(default_factory=dict)  # per RetryCause
+    actions_taken: Mapping[str, int] = field(default_factory=dict)  # by ensure_actions, per kind
+    watchdog_cancels: int = 0  # CancelCustomJob calls
+    alerts_sent: int = 0
+    jobs_not_listed: tuple[str, ...] = ()
+    errors: tuple[str, ...] = ()
+
+    def log_fields(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def run_reconcile(cloud_event: CloudEvent, services: Services | None = None) -> ReconcileReport:
+    """The Cloud Scheduler tick (through Pub/Sub): one reconcile; the event's content is unused."""
+    from shared.handlers.dispatch import default_services
+
+    services = services or default_services()
+    return reconcile(services, services.now())
+
+
+def reconcile(services: Services, now: datetime) -> ReconcileReport:
+    """One reconcile pass at ``now``; see the module docstring. Raises only if the ledger fails."""
+    config = services.config
+    snapshots = services.ledger.list_runs(ACTIVE_STATUSES, limit=config.reconcile_max_runs)
+    runs = [snapshot.run for snapshot in snapshots]
+    active = {run.run_id for run in runs}
+    owing = [
+        snapshot
+        for snapshot in services.ledger.list_runs_owing_actions(limit=config.reconcile_max_runs)
+        if snapshot.run.run_id not in active
+    ]
+    tick = _Tick(services)
+    listings = plan_listings(runs)
+    jobs: dict[str, CustomJob] = {}
+    listed: set[str] = set()
+    for listing in listings:
+        found = tick.list_jobs(listing)
+        if found is not None:
+            jobs.update(found)
+            listed.add(listing.parent)
+    plan = plan_tick(
+        runs,
+        jobs,
+        services.config.templates,
+        now=now,
+        grace=config.watchdog_grace,
+        listed_parents=frozenset(listed),
+    )
+    read = {snapshot.run.run_id: snapshot for snapshot in snapshots}
+    applied = tick.apply_changes(plan.changes, jobs)
+    for retry in plan.retries:
+        tick.publish_retry(retry, read[retry.run_id], now)
+    for waited in plan.overdue:
+        tick.cancel_overdue(read[waited.run_id].run, waited)
+    for intent in plan.stuck:
+        tick.alert_stuck_intent(read[intent.run_id].run, intent)
+    for snapshot in (*snapshots, *owing):
+        if snapshot.run.run_id not in applied:  # ensured already, on the freshly recorded run
+            tick.ensure_actions(snapshot)
+    report = ReconcileReport(
+        runs_read=len(runs),
+        ended_runs_owing_actions=len(owing),
+        runs_limit_reached=len(runs) >= config.reconcile_max_runs,
+        parents_listed=len(listed),
+        list_calls=tick.list_calls,
+        jobs_listed=tick.jobs_listed,
+        states_recorded=tick.states_recorded,
+        decisions_made=tick.decisions_made,
+        ends_awaiting_error=tick.ends_awaiting_error,
+        retries_published=dict(tick.retries_published),
+        actions_taken=dict(tick.actions_taken),
+        watchdog_cancels=tick.cancels,
+        alerts_sent=tick.alerts_sent,
+        jobs_not_listed=plan.unlisted,
+        errors=tuple(tick.errors),
+    )
+    _log_report(report)
+    return report
+
+
+class _Tick:
+    """The side effects of one tick, each isolated: a failure is counted, never raised."""
+
+    def __init__(self, services: Services) -> None:
+        self.services = services
+        self.config = services.config
+        self.list_calls = 0
+        self.jobs_listed = 0
+        self.states_recorded = 0
+        self.decisions_made = 0
+        self.ends_awaiting_error = 0
+        self._lock = threading.Lock()  # counters are bumped from apply_changes' threads too
+        self.retries_published: dict[str, int] = {}
+        self.actions_taken: dict[str, int] = {}
+        self.cancels = 0
+        self.alerts_sent = 0
+        self.errors: list[str] = []
+
+    def list_jobs(self, listing: Listing) -> dict[str, CustomJob] | None:
+        """The jobs of ``listing``, paging only until every watched job was seen; None on error."""
+        found: dict[str, CustomJob] = {}
+        missing = set(listing.watched)
+        try:
+            for page in vertex.list_custom_jobs(listing.parent, filter=listing.filter):
+                self.list_calls += 1
+                self.jobs_listed += len(page)
+                for job in page:
+                    found[job.name] = job
+                    missing.discard(job.name)
+                if not missing:
+                    break  # later pages hold only older jobs nobody watches
+        except DispatchError as error:
+            self._failed(f"listing jobs in {listing.parent}", error)
+            return None
+        return found
+
+    def apply_changes(
+        self, changes: Sequence[StateChange], jobs: Mapping[str, CustomJob]
+    ) -> set[str]:
+        """Record each changed job's state (and decide its end), a few at a time; the run ids."""
+        if not changes:
+            return set()
+        with ThreadPoolExecutor(APPLY_WORKERS, thread_name_prefix="reconcile-apply") as pool:
+            results = list(pool.map(lambda c: self._apply(c, jobs[c.job_name]), changes))
+        return {change.run_id for change, result in zip(changes, results, strict=True) if result}
+
+    def _apply(self, change: StateChange, job: CustomJob) -> bool:
+        try:
+            result, snapshot = jobstate.record_job_state(job, self.services, random.Random())
+        except DispatchError as error:
+            # A lost race (LedgerConflict) or a ledger outage: the next tick applies it. A
+            # permanent error (a ledger refusal) repeats each tick, logged.
+            self._failed(
+                f"recording {change.observed_state} of {change.job_name}", error, change.run_id
+            )
+            return False
+        with self._lock:
+            if result.outcome in RECORDED_OUTCOMES:
+                self.states_recorded += 1
+            if result.outcome is jobstate.JobStateOutcome.DECIDED:
+                self.decisions_made += 1
+            if result.outcome is jobstate.JobStateOutcome.DEFERRED:
+                self.ends_awaiting_error += 1
+        if snapshot is not None:
+            self.ensure_actions(snapshot)
+        return True
+
+    def publish_retry(self, retry: DueRetry, snapshot: RunSnapshot, now: datetime) -> None:
+        topic = self.config.requests_topic
+        if topic is None:
+            self.errors.append(
+                f"run {retry.run_id} is due for a retry ({retry.cause}), but the config sets no "
+                "requests_topic: set requests_topic to the topic dispatch listens on"
+            )
+            return
+        try:
+            retries.publish_retry(retry.run_id, retry.plan, topic)
+        except DispatchError as error:
+            self._failed(f"publishing the retry of run {retry.run_id}", error, retry.run_id)
+            return
+        cause = retry.cause.value
+        self.retries_published[cause] = self.retries_published.get(cause, 0) + 1
+        try:
+            self.services.ledger.record_recovery_published(snapshot, now)
+        except LedgerConflict:
+            pass  # the run moved since the tick read it: most likely dispatch took it over
+        except DispatchError as error:  # published again next tick, which is harmless
+            self._failed(f"noting the retry of run {retry.run_id}", error, retry.run_id)
+
+    def cancel_overdue(self, run: Run, waited: OverdueWait) -> None:
+        """Cancel the job (idempotent), then alert if this tick is the first to claim the alert."""
+        try:
+            vertex.cancel_custom_job(waited.job_name)
+            self.cancels += 1
+        except vertex.VertexRejected:
+            pass  # FAILED_PRECONDITION: it is cancelling or ended already (maybe by the service)
+        except DispatchError as error:
+            self._failed(f"cancelling {waited.job_name}", error, run.run_id)
+            return
+        else:
+            self._note_cancel_requested(run, waited.job_name)
+        self._alert_once(
+            run,
+            WatchdogReason.OVERDUE_WAIT,
+            message=(
+                f"job {waited.job_name} was {waited.state} for {age_text(waited.waited)}, "
+                "more than its FLEX_START max wait plus the watchdog grace "
+                f"({age_text(waited.limit)}), and Vertex AI had not ended it; the reconciler "
+                "cancelled it. Console: "
+                f"{jobstate.console_url(waited.job_name)}"
+            ),
+            what_to_do=(
+                "check the job in the console, the region's capacity for its GPUs, and the "
+                "project's preemptible GPU quota there (Vertex AI keeps a job that lacks quota "
+                f"queued rather than refusing it); then `vertex-dispatch retry {run.run_id}` or "
+                "add a placement to the chain"
+            ),
+        )
+
+    def _note_cancel_requested(self, run: Run, job_name: str) -> None:
+        """So that however the job now ends short of success, its end is read as our cancel."""
+        last = run.last_attempt
+        if last is None or last.job_name != job_name:
+            return
+        try:
+            self.services.ledger.record_cancel_requested(run.run_id, last.number)
+        except DispatchError as error:
+            # Then a FAILED end may be retried by policy, an extra attempt, never a lost one.
+            self._failed(f"recording the cancel of {job_name}", error, run.run_id)
+
+    def alert_stuck_intent(self, run: Run, intent: StuckIntent) -> None:
+        self._alert_once(
+            run,
+            WatchdogReason.STUCK_INTENT,
+            message=(
+                f"attempt {intent.attempt} of run {run.run_id} has had no job for "
+                f"{age_text(intent.age)} although the reconciler asked dispatch to recover it "
+                "every 10 minutes since the intent lease expired"
+            ),
+            what_to_do=(
+                "read the dispatch function's logs for this run_id (a create that keeps failing, "
+                "a missing template, a dead-lettered retry) and fix what they name; check the "
+                "requests topic's subscription reaches the function"
+            ),
+        )
+
+    def _alert_once(
+        self, run: Run, reason: WatchdogReason, *, message: str, what_to_do: str
+    ) -> None:
+        """Claim ``reason`` in the ledger, then send: concurrent ticks send one alert.
+
+        Claiming first can lose the Pub/Sub copy if the publish then fails; the ERROR log line
+        ``send_alert`` writes before publishing (what log-based alert policies watch) remains.
+        """
+        if reason in run.alerts:
+            return
+        try:
+            if not self.services.ledger.record_alert(run.run_id, reason):
+                return  # another tick claimed it
+            send_alert(
+                Alert(
+                    run_id=run.run_id,
+                    run_key=run.run_key,
+                    template=run.template or None,
+                    trigger=run.run_key,
+                    reason=reason,
+                    message=message,
+                    what_to_do=what_to_do,
+                    attempts=attempts_summary(run),
+                ),
+                self.config.alerts_topic,
+                webhook=self.config.alert_webhook,
+            )
+            self.alerts_sent += 1
+        except DispatchError as error:  # AlertNotSent, or the ledger
+            self._failed(f"alerting {reason} for run {run.run_id}", error, run.run_id)
+
+    def ensure_actions(self, snapshot: RunSnapshot) -> None:
+        """Whatever the run's recorded decisions still owe (due retry, alert, completion)."""
+        try:
+            taken = actions.ensure_actions(snapshot, self.services)
+        except DispatchError as error:
+            run_id = snapshot.run.run_id
+            self._failed(f"carrying out the actions owed by run {run_id}", error, run_id)
+            return
+        done = {
+            "alerts": len(taken.alerts),
+            "completions": int(taken.completion_published),
+            "backoff_retries": int(taken.retry_published),
+        }
+        with self._lock:  # also called from apply_changes' threads
+            for action, count in done.items():
+                if count:
+                    self.actions_taken[action] = self.actions_taken.get(action, 0) + count
+
+    def _failed(self, action: str, error: Exception, run_id: str | None = None) -> None:
+        self.errors.append(f"{action}: {error}")
+        log(
+            logger,
+            logging.WARNING,
+            f"reconcile: {action} failed; next tick retries",
+            labels={"run_id": run_id} if run_id else None,
+            error=str(error),
+        )
+
+
+def _log_report(report: ReconcileReport) -> None:
+    level = logging.WARNING if report.errors or report.jobs_not_listed else logging.INFO
+    log(logger, level, "reconcile tick", **report.log_fields())

@@ -1,0 +1,347 @@
+"""Submit one attempt of a run exactly once: walk the placement chain, record, then create.
+
+The ledger makes CreateCustomJob at-most-once per attempt even though every event is delivered at
+least once and CreateCustomJob takes no request id (DESIGN.md §1):
+
+1. An attempt that already has its job is done: the delivery is a duplicate.
+2. An attempt with an intent but no job is looked up by its labels (``vd-run``, ``vd-attempt``):
+   a job found is reattached. None found: if the intent is fresh and its creator may still be
+   creating, the delivery retries later (``AttemptInProgress``); if the intent is stale, or its
+   create is known to have failed, the attempt is taken over.
+3. Otherwise each placement of the chain is rendered and validated in turn; the first that can
+   take the job now is claimed (the intent, by compare-and-set: one delivery wins) and only then
+   created. A create the service did not take (UNAVAILABLE, a rate limit) marks the intent so the
+   redelivery takes it over after checking the labels; one whose outcome is unknown (a timeout,
+   INTERNAL) leaves the intent to its lease, since its job may appear later than a lookup can
+   see it; one the service refuses ends the run and alerts.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from shared import validation
+from shared.adapters import vertex
+from shared.adapters.alerts import AlertReason
+from shared.adapters.ledger import (
+    CREATE_FAILED_STATE,
+    LIVE_STATUSES,
+    Attempt,
+    Ledger,
+    RetryPlan,
+    Run,
+    RunSnapshot,
+    RunStatus,
+)
+from shared.config.model import Config, PersistentResourcePlacement, Placement, Template
+from shared.handlers.rejections import alert_once, finish_run
+from shared.logs import log
+from shared.model.errors import InvalidJobSpec, TransientError
+from shared.model.records import describe_placement, placement_record
+from shared.model.results import DispatchOutcome, DispatchResult
+from shared.policy import jobspec
+from shared.policy.machines import preemptible_quota_metric
+
+INTENT_LEASE = timedelta(minutes=5)
+"""How long an intent without a job is presumed to be in the hands of a live delivery.
+
+Longer than any create call (60 s timeout) plus the ledger writes around it, so a takeover never
+races a creator that is still working."""
+
+logger = logging.getLogger(__name__)
+
+
+class AttemptInProgress(TransientError):
+    """Another delivery claimed this attempt moments ago and may still be creating its job."""
+
+
+@dataclass(frozen=True)
+class Submission:
+    """What one pass of dispatch needs to submit an attempt of a run."""
+
+    config: Config
+    ledger: Ledger
+    template: Template
+    params: Mapping[str, str]
+    trigger: str  # one line for alerts
+    now: Callable[[], datetime]
+    labels: Mapping[str, str] = field(default_factory=dict)  # log labels (run id, route)
+
+
+def submit_attempt(
+    submission: Submission, snapshot: RunSnapshot, attempt_number: int, first_placement: int
+) -> DispatchResult:
+    """Create the job of attempt ``attempt_number`` unless it exists; see the module docstring."""
+    run = snapshot.run
+    if run.status.is_terminal() or any(a.number > attempt_number for a in run.attempts):
+        return DispatchResult(DispatchOutcome.DUPLICATE, run.run_id, detail=run.status.value)
+    claimed = run.attempt(attempt_number)
+    if claimed is not None:
+        if claimed.job_name:
+            return DispatchResult(DispatchOutcome.DUPLICATE, run.run_id, claimed.job_name)
+        reattached = _reattach(submission, snapshot, claimed)
+        if reattached is not None:
+            return reattached
+    return _walk_placements(submission, snapshot, attempt_number, first_placement)
+
+
+def retry_awaited(run: Run, attempt_number: int, *, by_operator: bool) -> bool:
+    """Whether a retry message for ``attempt_number`` may start, or resume, that attempt.
+
+    An attempt already claimed is ``submit_attempt``'s to sort out (duplicate, reattach or take
+    over). A new one may start only while no job of the run is live, and only if the run awaits
+    it: the retry its last decision planned, its first attempt never claimed, or an operator's.
+    Anything else (a retry for attempt 3 while attempt 2 runs) would be a second GPU job.
+    """
+    if run.attempt(attempt_number) is not None:
+        return True
+    if run.status in LIVE_STATUSES:
+        return False
+    if by_operator:
+        return True
+    if run.status is RunStatus.WAITING_RETRY:
+        return run.next_retry is not None and run.next_retry.attempt == attempt_number
+    return run.status is RunStatus.ACCEPTED and not run.attempts and attempt_number == 1
+
+
+def _reattach(
+    submission: Submission, snapshot: RunSnapshot, claimed: Attempt
+) -> DispatchResult | None:
+    """The job of an intent found by label and recorded; None when the attempt may be taken over."""
+    run_id = snapshot.run.run_id
+    jobs = [
+        job
+        for job in vertex.find_jobs_by_label(claimed.parent, jobspec.RUN_LABEL, run_id)
+        if job.labels.get(jobspec.ATTEMPT_LABEL) == str(claimed.number)
+    ]
+    if jobs:
+        job = min(jobs, key=lambda found: found.create_time)  # the first; more would be a bug
+        submission.ledger.record_job(run_id, claimed.number, job.name, job.state.name)
+        log(logger, logging.INFO, "job reattached", labels=submission.labels, job=job.name)
+        return DispatchResult(DispatchOutcome.REATTACHED, run_id, job.name)
+    age = submission.now() - claimed.intent_at
+    if claimed.state != CREATE_FAILED_STATE and age < INTENT_LEASE:
+        raise AttemptInProgress(
+            f"run {run_id} attempt {claimed.number} was claimed {age.total_seconds():.0f}s ago "
+            "and its job is not visible yet; deliver again later"
+        )
+    return None
+
+
+def _walk_placements(
+    submission: Submission, snapshot: RunSnapshot, attempt_number: int, first_placement: int
+) -> DispatchResult:
+    chain = submission.template.placements
+    blocked: list[str] = []
+    for index in range(first_placement, len(chain)):
+        placement = chain[index]
+        try:
+            rendered = _render(submission, snapshot, placement, attempt_number)
+        except InvalidJobSpec as error:
+            return _reject(submission, snapshot, str(error))
+        violations = _violations(submission, rendered, placement)
+        verdict = validation.verdict(violations)
+        if verdict is validation.ViolationKind.INVALID:
+            return _reject(submission, snapshot, validation.describe(violations))
+        if verdict is validation.ViolationKind.UNAVAILABLE:
+            blocked.append(f"{describe_placement(placement)}: {validation.describe(violations)}")
+            log(
+                logger,
+                logging.INFO,
+                "placement cannot take the job now; trying the next",
+                labels=submission.labels,
+                placement=describe_placement(placement),
+                violations=[str(v) for v in violations],
+            )
+            continue
+        return _claim_and_create(submission, snapshot, attempt_number, placement, rendered)
+    return _no_placement(submission, snapshot, attempt_number, blocked)
+
+
+def _render(
+    submission: Submission, snapshot: RunSnapshot, placement: Placement, attempt_number: int
+) -> jobspec.RenderedJob:
+    config = submission.config
+    return jobspec.render_job(
+        submission.template,
+        submission.params,
+        placement,
+        project=config.project,
+        default_region=config.region,
+        run_id=snapshot.run.run_id,
+        attempt=attempt_number,
+    )
+
+
+def _violations(
+    submission: Submission, rendered: jobspec.RenderedJob, placement: Placement
+) -> list[validation.Violation]:
+    resource = None
+    if isinstance(placement, PersistentResourcePlacement):
+        resource = vertex.get_persistent_resource(
+            f"{rendered.parent}/persistentResources/{placement.resource_id}"
+        )
+    return validation.validate_job(
+        rendered.custom_job,
+        placement,
+        submission.config.guards,
+        resource,
+        region=rendered.region,
+    )
+
+
+def _claim_and_create(
+    submission: Submission,
+    snapshot: RunSnapshot,
+    attempt_number: int,
+    placement: Placement,
+    rendered: jobspec.RenderedJob,
+) -> DispatchResult:
+    ledger, run_id = submission.ledger, snapshot.run.run_id
+    intent = Attempt(
+        number=attempt_number,
+        placement=placement_record(placement),
+        region=rendered.region,
+        parent=rendered.parent,
+        intent_at=submission.now(),
+    )
+    snapshot = ledger.claim_attempt(snapshot, intent)  # LedgerConflict: another delivery won
+    try:
+        job = vertex.create_custom_job(rendered.parent, rendered.custom_job)
+    except vertex.OutcomeUnknown:
+        # The job may exist, or appear later than a label lookup can see it: leave the intent
+        # as it is, so that a takeover waits for INTENT_LEASE unless the lookup finds the job.
+        raise
+    except TransientError as error:
+        ledger.mark_create_failed(run_id, attempt_number, {"message": str(error)})
+        raise
+    except vertex.QuotaExceeded as error:
+        return _quota_refused(submission, snapshot, attempt_number, placement, rendered, error)
+    except vertex.VertexPermissionDenied as error:
+        return _refused(submission, snapshot, attempt_number, error, AlertReason.PERMISSION)
+    except InvalidJobSpec as error:  # VertexRejected: the service refused the spec
+        return _refused(submission, snapshot, attempt_number, error, AlertReason.INVALID_SPEC)
+    ledger.record_job(run_id, attempt_number, job.name, job.state.name, known=snapshot)
+    log(
+        logger,
+        logging.INFO,
+        "job created",
+        labels=submission.labels,
+        job=job.name,
+        attempt=attempt_number,
+        placement=describe_placement(placement),
+    )
+    return DispatchResult(DispatchOutcome.SUBMITTED, run_id, job.name)
+
+
+def _reject(submission: Submission, snapshot: RunSnapshot, reasons: str) -> DispatchResult:
+    """The job as rendered breaks a rule: nothing is created; the run ends and alerts."""
+    finish_run(
+        submission.ledger,
+        snapshot,
+        RunStatus.REJECTED,
+        config=submission.config,
+        trigger=submission.trigger,
+        reason=AlertReason.INVALID_SPEC,
+        message=f"template {submission.template.name} renders an invalid job:\n{reasons}",
+        what_to_do="fix the template or the request as each line says, then trigger again",
+    )
+    log(logger, logging.ERROR, "job spec rejected", labels=submission.labels, reasons=reasons)
+    return DispatchResult(DispatchOutcome.REJECTED, snapshot.run.run_id, detail=reasons)
+
+
+def _refused(
+    submission: Submission,
+    snapshot: RunSnapshot,
+    attempt_number: int,
+    error: Exception,
+    reason: AlertReason,
+) -> DispatchResult:
+    """Vertex AI refused the create: record why, end the run, alert."""
+    ledger, run_id = submission.ledger, snapshot.run.run_id
+    snapshot = ledger.mark_create_failed(run_id, attempt_number, {"message": str(error)})
+    status = RunStatus.REJECTED if reason is AlertReason.INVALID_SPEC else RunStatus.FAILED
+    finish_run(
+        ledger,
+        snapshot,
+        status,
+        config=submission.config,
+        trigger=submission.trigger,
+        reason=reason,
+        message=f"Vertex AI refused the job of template {submission.template.name}: {error}",
+        what_to_do=(
+            "grant the dispatch function's service account roles/aiplatform.user, then retry "
+            "the run"
+            if reason is AlertReason.PERMISSION
+            else "fix the template as the service's message says, then trigger again"
+        ),
+    )
+    return DispatchResult(DispatchOutcome.REJECTED, run_id, detail=str(error))
+
+
+def _quota_refused(
+    submission: Submission,
+    snapshot: RunSnapshot,
+    attempt_number: int,
+    placement: Placement,
+    rendered: jobspec.RenderedJob,
+    error: Exception,
+) -> DispatchResult:
+    """A quota ceiling refused the create: alert with the metric to raise; the run fails."""
+    ledger, run_id = submission.ledger, snapshot.run.run_id
+    snapshot = ledger.mark_create_failed(
+        run_id, attempt_number, {"message": str(error), "class": "quota"}
+    )
+    pools = rendered.custom_job.job_spec.worker_pool_specs
+    accelerator = pools[0].machine_spec.accelerator_type.name if pools else ""
+    metric = preemptible_quota_metric(accelerator)
+    raise_what = (
+        f"raise {metric} in {rendered.region}"
+        if metric and placement_record(placement).get("flex_start")
+        else f"raise the {accelerator or 'machine'} training quota in {rendered.region}"
+    )
+    finish_run(
+        ledger,
+        snapshot,
+        RunStatus.FAILED,
+        config=submission.config,
+        trigger=submission.trigger,
+        reason=AlertReason.QUOTA,
+        message=f"a quota refused the job on {describe_placement(placement)}: {error}",
+        what_to_do=f"{raise_what}, then retry the run with `vertex-dispatch retry {run_id}`",
+    )
+    return DispatchResult(DispatchOutcome.REJECTED, run_id, detail=str(error))
+
+
+def _no_placement(
+    submission: Submission, snapshot: RunSnapshot, attempt_number: int, blocked: list[str]
+) -> DispatchResult:
+    """No placement can take the job now: the run waits for a retry and a human is told once."""
+    policy = submission.template.retry
+    run = snapshot.run
+    next_retry = RetryPlan(
+        at=submission.now() + policy.backoff_base,
+        attempt=attempt_number,
+        placement_index=0,
+        reason="no placement could take the job",
+    )
+    snapshot = submission.ledger.wait_for_retry(snapshot, next_retry)  # or LedgerConflict
+    reasons = "\n".join(blocked)
+    alert_once(
+        submission.ledger,
+        snapshot,
+        config=submission.config,
+        trigger=submission.trigger,
+        reason=AlertReason.NO_PLACEMENT,
+        message=f"no placement of template {submission.template.name} can take the job now:\n"
+        f"{reasons}",
+        what_to_do=(
+            "free or start the persistent resources named, or add a FLEX_START placement to "
+            f"the chain; the run is retried from {next_retry.at.isoformat()}"
+        ),
+    )
+    log(logger, logging.WARNING, "no placement can take the job now", labels=submission.labels)
+    return DispatchResult(DispatchOutcome.WAITING, run.run_id, detail=reasons)

@@ -1,0 +1,61 @@
+"""Plain records of triggers and placements: what the ledger stores and alerts show.
+
+Pure functions over the trigger and config dataclasses; Firestore stores the maps natively
+(datetimes included), and the one-line descriptions are what a human reads in an alert.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from shared.config.durations import rest_duration
+from shared.config.model import FlexStartPlacement, Placement
+from shared.model.triggers import JobRequest, ObjectFinalized, RetryRequest, ScheduleTick, Trigger
+
+
+def trigger_record(trigger: Trigger) -> dict[str, Any]:
+    """The trigger as a plain map, with its kind, for the ledger."""
+    record = dataclasses.asdict(trigger)
+    record["kind"] = type(trigger).__name__
+    return record
+
+
+def describe_trigger(trigger: Trigger) -> str:
+    """One line saying what started (or continued) a run."""
+    if isinstance(trigger, ObjectFinalized):
+        return f"gs://{trigger.bucket}/{trigger.name} (generation {trigger.generation})"
+    if isinstance(trigger, JobRequest):
+        key = f", idempotency_key {trigger.idempotency_key}" if trigger.idempotency_key else ""
+        return f"job request, message {trigger.message_id}{key}"
+    if isinstance(trigger, ScheduleTick):
+        return f"schedule {trigger.schedule} at {trigger.tick_time.isoformat()}"
+    if isinstance(trigger, RetryRequest):
+        why = f" ({trigger.reason})" if trigger.reason else ""
+        return f"retry of run {trigger.run_id}, attempt {trigger.attempt}{why}"
+    raise TypeError(f"not a trigger: {type(trigger).__name__}")
+
+
+def placement_record(placement: Placement) -> dict[str, Any]:
+    """A placement as a plain map, as the ledger and alerts show it."""
+    if isinstance(placement, FlexStartPlacement):
+        flex: dict[str, Any] = {"max_wait": rest_duration(placement.max_wait)}
+        if placement.region:
+            flex["region"] = placement.region
+        if placement.machine:
+            flex["machine"] = dataclasses.asdict(placement.machine)
+        return {"flex_start": flex}
+    record: dict[str, Any] = {"persistent_resource": placement.resource_id}
+    if placement.region:
+        record["region"] = placement.region
+    return record
+
+
+def describe_placement(placement: Placement) -> str:
+    """One line naming a placement, for logs and messages."""
+    if isinstance(placement, FlexStartPlacement):
+        where = f" in {placement.region}" if placement.region else ""
+        machine = f" on {placement.machine.machine_type}" if placement.machine else ""
+        return f"FLEX_START (max wait {rest_duration(placement.max_wait)}){where}{machine}"
+    where = f" in {placement.region}" if placement.region else ""
+    return f"persistent resource {placement.resource_id}{where}"

@@ -1,0 +1,531 @@
+"""The run data model: what a run is, its attempts, and the pure changes that move it along.
+
+A run is everything one trigger caused; its id is ``r-`` + 24 hex digits
+(docs/dispatch-contract.md). This module owns the model and nothing that talks to a cloud: the
+records (``Run``, ``Attempt``, ``RetryPlan``, ``RunSnapshot``, ``AttemptOutcome``), the
+``RunStatus`` enum, the ledger's errors, the pure transitions ``with_*`` (each returns the run
+unchanged when already applied, so a store may re-apply them on conflict), and the conversion to
+and from the stored document. The Firestore store is ``shared.adapters.ledger``; this module imports
+no ``google.*`` package, so pure logic and its tests can use runs without a cloud client.
+
+The document (field names as stored)::
+
+    run_id, run_key, route, template   strings
+    trigger                            the decoded trigger, a plain map
+    params                             map of parameter name to value
+    status                             a RunStatus value
+    attempts                           list of {number, placement (map), region, parent,
+                                       intent_at, job_name (null until the job exists),
+                                       state, error (map or null), decision (map or null),
+                                       cancel_requested_at (null, or when we asked Vertex AI
+                                       to cancel the job)}
+    alerts                             list of alert reasons already sent
+    notices                            list of other messages already published ("completion")
+    next_retry                         null, or {at, attempt, placement_index, reason}: the
+                                       retry the reconciler publishes once ``at`` has passed
+    operator_grant                     null, or the attempt an operator allowed
+    recovery_published_at              null, or when the reconciler last published a retry
+                                       to recover a stale intent or a run never claimed
+    created_at, updated_at             timestamps
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any
+
+from shared.model.errors import PermanentError, TransientError
+from shared.policy.classify import is_terminal as is_terminal_job_state
+
+INTENT_STATE = "INTENT"
+"""An attempt's state between its claim and the moment its job is known."""
+CREATE_FAILED_STATE = "CREATE_FAILED"
+"""An intent whose create call failed: nobody is creating its job now, but the job may exist."""
+
+
+class LedgerConflict(TransientError):
+    """Someone else changed the run since it was read; deliver the event again to re-decide."""
+
+
+class InvalidTransition(PermanentError):
+    """A change that does not fit the run as recorded (e.g. a second job for one attempt)."""
+
+
+class RunNotFound(PermanentError):
+    """The run named by a retry message or an update has no ledger document."""
+
+
+class LedgerRejected(PermanentError):
+    """Firestore refused a ledger call for a reason retrying cannot fix (permission, size)."""
+
+
+class RunStatus(enum.StrEnum):
+    """Where a run stands. Only the job-state function moves a run past SUBMITTED."""
+
+    ACCEPTED = "ACCEPTED"  # recorded; no attempt claimed yet
+    SUBMITTING = "SUBMITTING"  # an attempt's intent is recorded; its job may or may not exist
+    SUBMITTED = "SUBMITTED"  # the job exists and waits for machines (queued, pending)
+    RUNNING = "RUNNING"  # the job is running
+    WAITING_RETRY = "WAITING_RETRY"  # the last attempt ended or found no placement; next is due
+    SUCCEEDED = "SUCCEEDED"  # a job succeeded
+    FAILED = "FAILED"  # attempts exhausted or a failure the policy does not retry
+    REJECTED = "REJECTED"  # the request or job spec is invalid; nothing was submitted
+    CANCELLED = "CANCELLED"  # someone cancelled the job; never retried
+
+    def is_terminal(self) -> bool:
+        return self in _TERMINAL_STATUSES
+
+
+_TERMINAL_STATUSES = frozenset(
+    {RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.REJECTED, RunStatus.CANCELLED}
+)
+LIVE_STATUSES = frozenset({RunStatus.SUBMITTING, RunStatus.SUBMITTED, RunStatus.RUNNING})
+"""A run in one of these has a job that runs, waits for machines, or may be being created:
+its end is still to be decided, and no other attempt may start beside it."""
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One try at running the job: claimed (intent) first, then the job it created."""
+
+    number: int  # 1 for the first attempt
+    placement: Mapping[str, Any]  # plain description, e.g. {"flex_start": {"max_wait": "7200s"}}
+    region: str
+    parent: str  # projects/P/locations/R, where the job is (or will be) created
+    intent_at: datetime
+    job_name: str | None = None
+    state: str = INTENT_STATE  # INTENT_STATE, then the job's JobState name
+    error: Mapping[str, Any] | None = None  # e.g. {"code": 8, "message": ..., "class": ...}
+    decision: Mapping[str, Any] | None = None  # set once, when the job's terminal state is decided
+    # Set when an operator or the watchdog asked for the job's cancel: however the job then
+    # ends short of success (CANCELLED, or FAILED when its code exits non-zero on SIGTERM), the
+    # end is our cancel, never a failure to retry.
+    cancel_requested_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class RetryPlan:
+    """The next attempt a waiting run is due for: the reconciler publishes it from ``at`` on."""
+
+    at: datetime
+    attempt: int  # the attempt number to start
+    placement_index: int  # where in the template's placement chain to start
+    reason: str  # why, for people reading the ledger: "capacity", "infrastructure", ...
+
+
+@dataclass(frozen=True)
+class Run:
+    """Everything one trigger caused, as stored."""
+
+    run_id: str
+    run_key: str
+    route: str
+    template: str
+    trigger: Mapping[str, Any]
+    params: Mapping[str, str] = field(default_factory=dict)
+    status: RunStatus = RunStatus.ACCEPTED
+    attempts: tuple[Attempt, ...] = ()
+    alerts: tuple[str, ...] = ()
+    notices: tuple[str, ...] = ()  # non-alert messages published once, e.g. "completion"
+    next_retry: RetryPlan | None = None
+    # The attempt number an operator allowed (`vertex-dispatch retry`, which writes the ledger
+    # itself): only the ledger, never a message, can lift the attempt budget or reopen a run.
+    operator_grant: int | None = None
+    # When the reconciler last published a retry to recover this run (an intent without a job
+    # past its lease, or a run never claimed): it publishes again only RECOVERY_REPUBLISH_AFTER
+    # later, so a slow dispatch is not handed a new copy every tick.
+    recovery_published_at: datetime | None = None
+    created_at: datetime | None = None  # set by open_run
+    updated_at: datetime | None = None  # set by every write
+
+    @property
+    def last_attempt(self) -> Attempt | None:
+        return self.attempts[-1] if self.attempts else None
+
+    def attempt(self, number: int) -> Attempt | None:
+        return next((a for a in self.attempts if a.number == number), None)
+
+
+@dataclass(frozen=True)
+class RunSnapshot:
+    """A run as read (or written) at ``update_time``, the token of the next compare-and-set.
+
+    ``update_time`` keeps Firestore's nanoseconds: pass it back unchanged, never rebuilt.
+    """
+
+    run: Run
+    update_time: datetime
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+# The pure changes behind the writes: each returns the run unchanged when already applied.
+
+
+def with_claimed_attempt(run: Run, attempt: Attempt) -> Run:
+    """``run`` with ``attempt``'s intent recorded and the status SUBMITTING."""
+    _refuse_if_terminal(run, f"claim attempt {attempt.number}")
+    last = run.last_attempt
+    next_number = last.number + 1 if last else 1
+    if attempt.number == next_number:
+        attempts = (*run.attempts, attempt)
+    elif last is not None and attempt.number == last.number and last.job_name is None:
+        attempts = (*run.attempts[:-1], attempt)  # take over an intent that never got its job
+    else:
+        raise InvalidTransition(
+            f"run {run.run_id}: cannot claim attempt {attempt.number}: the next attempt is "
+            f"{next_number}"
+            + (f" and attempt {last.number} already has job {last.job_name}" if last else "")
+            + "; read the run again and reattach to its last job instead"
+        )
+    return replace(run, attempts=attempts, status=RunStatus.SUBMITTING, next_retry=None)
+
+
+def with_job(
+    run: Run,
+    attempt_number: int,
+    job_name: str,
+    state: str,
+    error: Mapping[str, Any] | None = None,
+) -> Run:
+    """``run`` with attempt ``attempt_number``'s job and state; SUBMITTING becomes SUBMITTED.
+
+    A live state of an attempt whose job is known to have ended (its state is terminal, or its
+    end is decided) is older news and leaves ``run`` unchanged: see ``is_older_news``.
+    """
+    attempt = run.attempt(attempt_number)
+    if attempt is None:
+        raise InvalidTransition(
+            f"run {run.run_id} has no attempt {attempt_number} (it has "
+            f"{len(run.attempts)}): claim the attempt before recording its job"
+        )
+    if attempt.job_name not in (None, job_name):
+        raise InvalidTransition(
+            f"run {run.run_id} attempt {attempt_number} already has job {attempt.job_name}; "
+            f"{job_name} would be a second job for one attempt: cancel one of them"
+        )
+    if is_older_news(attempt, state):
+        return run
+    updated = replace(
+        attempt, job_name=job_name, state=state, error=error if error else attempt.error
+    )
+    is_last = attempt_number == run.attempts[-1].number
+    status = RunStatus.SUBMITTED if is_last and run.status is RunStatus.SUBMITTING else run.status
+    return replace(_with_attempt(run, updated), status=status)
+
+
+def with_attempt_state(
+    run: Run, attempt_number: int, state: str, error: Mapping[str, Any] | None
+) -> Run:
+    """``run`` with attempt ``attempt_number``'s state (and error) replaced; its job unchanged.
+
+    Like ``with_job``, a live state never replaces an ended or decided attempt's state.
+    """
+    attempt = run.attempt(attempt_number)
+    if attempt is None:
+        raise InvalidTransition(
+            f"run {run.run_id} has no attempt {attempt_number}: claim the attempt first"
+        )
+    if is_older_news(attempt, state):
+        return run
+    return _with_attempt(
+        run, replace(attempt, state=state, error=error if error else attempt.error)
+    )
+
+
+def with_cancel_requested(run: Run, attempt_number: int, at: datetime) -> Run:
+    """``run`` noting that the job of attempt ``attempt_number`` was asked to cancel at ``at``
+    (the first request counts)."""
+    attempt = run.attempt(attempt_number)
+    if attempt is None or attempt.job_name is None:
+        raise InvalidTransition(
+            f"run {run.run_id} has no job for attempt {attempt_number} to cancel"
+        )
+    if attempt.cancel_requested_at is not None:
+        return run
+    return _with_attempt(run, replace(attempt, cancel_requested_at=at))
+
+
+def _with_attempt(run: Run, updated: Attempt) -> Run:
+    """``run`` with its attempt of ``updated``'s number replaced by ``updated``."""
+    return replace(
+        run, attempts=tuple(updated if a.number == updated.number else a for a in run.attempts)
+    )
+
+
+REOPENABLE_STATUSES = frozenset({RunStatus.FAILED, RunStatus.REJECTED, RunStatus.CANCELLED})
+"""Final statuses an operator may reopen (``vertex-dispatch retry``); a success stays final."""
+
+
+def with_reopened(run: Run, next_retry: RetryPlan) -> Run:
+    """``run`` waiting for the attempt an operator asked for (``next_retry``, which the
+    reconciler republishes if the delivery that reopened the run is lost); unchanged if open."""
+    if not run.status.is_terminal():
+        return run
+    if run.status not in REOPENABLE_STATUSES:
+        raise InvalidTransition(
+            f"run {run.run_id} is {run.status.value}: only a failed, rejected or cancelled run "
+            "can be retried; start a new run with a new trigger instead"
+        )
+    return replace(run, status=RunStatus.WAITING_RETRY, next_retry=next_retry)
+
+
+def with_operator_grant(run: Run, attempt: int) -> Run:
+    """``run`` on which an operator allowed ``attempt`` (beyond the budget, or after its end)."""
+    if run.status.is_terminal() and run.status not in REOPENABLE_STATUSES:
+        raise InvalidTransition(
+            f"run {run.run_id} is {run.status.value}: only a failed, rejected or cancelled run "
+            "can be retried; start a new run with a new trigger instead"
+        )
+    return replace(run, operator_grant=attempt)
+
+
+def with_status(run: Run, status: RunStatus, next_retry: RetryPlan | None = None) -> Run:
+    """``run`` moved to ``status``; a terminal run accepts only its own status again."""
+    if run.status.is_terminal() and status is not run.status:
+        raise InvalidTransition(
+            f"run {run.run_id} is {run.status.value}, which is final: it cannot become "
+            f"{status.value}; start a new run with a new trigger instead"
+        )
+    return replace(run, status=status, next_retry=next_retry)
+
+
+def with_alert(run: Run, reason: str) -> Run:
+    """``run`` with ``reason`` among its alerts sent."""
+    return run if reason in run.alerts else replace(run, alerts=(*run.alerts, reason))
+
+
+def with_observed_state(
+    run: Run,
+    attempt_number: int,
+    job_name: str,
+    state: str,
+    error: Mapping[str, Any] | None = None,
+) -> Run:
+    """``run`` with a non-terminal job state seen; the run follows its last attempt's job.
+
+    A job of the last attempt that runs makes the run RUNNING; one that waits for machines keeps
+    it SUBMITTED. A run already decided (waiting for a retry, or final) keeps its status: an
+    older, slower hint cannot move it back. Nor can it move the attempt back: once the attempt's
+    job is known to have ended, a live state (a listing made before the end, applied after the
+    end was decided) leaves ``run`` unchanged, so the ledger writes nothing.
+    """
+    recorded = with_job(run, attempt_number, job_name, state, error)
+    attempt = run.attempt(attempt_number)
+    if attempt_number != recorded.attempts[-1].number or (
+        attempt is not None and is_older_news(attempt, state)
+    ):
+        return recorded  # the run follows only its last attempt's job, and only forward
+    status = _STATUS_OF_LIVE_JOB_STATE.get(state)
+    if status is None or recorded.status not in LIVE_STATUSES:
+        return recorded
+    return replace(recorded, status=status)
+
+
+@dataclass(frozen=True)
+class AttemptOutcome:
+    """How an attempt's job ended and what was decided: written together, exactly once."""
+
+    attempt: int
+    job_name: str
+    state: str  # the terminal JobState name
+    error: Mapping[str, Any] | None  # {"code", "message", "class"}, or None on success
+    decision: Mapping[
+        str, Any
+    ]  # the decision as recorded (shared.handlers.jobstate.decision_record)
+    status: RunStatus  # the run's new status
+    next_retry: RetryPlan | None = None
+
+
+def with_decision(run: Run, outcome: AttemptOutcome) -> Run:
+    """``run`` with ``outcome`` recorded; unchanged if that attempt already has its decision.
+
+    One repair: a decided attempt whose recorded state is live (a stale state written over its
+    end before ``with_job`` refused that) gets the outcome's terminal state back, its decision and
+    the run's status untouched; otherwise every reconcile tick would see a change, forever.
+    """
+    attempt = run.attempt(outcome.attempt)
+    if attempt is not None and attempt.decision is not None:
+        if attempt.job_name == outcome.job_name and not is_terminal_job_state(attempt.state):
+            return with_job(run, outcome.attempt, outcome.job_name, outcome.state, outcome.error)
+        return run
+    recorded = with_job(run, outcome.attempt, outcome.job_name, outcome.state, outcome.error)
+    attempts = tuple(
+        replace(a, decision=dict(outcome.decision)) if a.number == outcome.attempt else a
+        for a in recorded.attempts
+    )
+    return with_status(replace(recorded, attempts=attempts), outcome.status, outcome.next_retry)
+
+
+def with_retry_published(run: Run, republish_at: datetime) -> Run:
+    """``run`` whose due retry was published: publish it again only from ``republish_at`` on."""
+    if run.status is not RunStatus.WAITING_RETRY or run.next_retry is None:
+        raise InvalidTransition(
+            f"run {run.run_id} is {run.status}, not waiting for a retry: nothing was published"
+        )
+    return replace(run, next_retry=replace(run.next_retry, at=republish_at))
+
+
+WAITING_STATUSES = frozenset({RunStatus.ACCEPTED, RunStatus.WAITING_RETRY})
+"""A run in one of these has no job and no claimed attempt: cancelling it is a ledger write."""
+
+
+def with_waiting_cancelled(run: Run) -> Run:
+    """``run``, which waits for its next attempt (or its first), cancelled: none will start."""
+    if run.status not in WAITING_STATUSES:
+        raise InvalidTransition(
+            f"run {run.run_id} is {run.status.value}, not waiting for an attempt: cancel its job"
+        )
+    return replace(run, status=RunStatus.CANCELLED, next_retry=None)
+
+
+def with_recovery_published(run: Run, at: datetime) -> Run:
+    """``run`` whose recovery retry (stale intent, never claimed) was published ``at``."""
+    return replace(run, recovery_published_at=at)
+
+
+def with_notice(run: Run, notice: str) -> Run:
+    """``run`` with ``notice`` among the messages published."""
+    return run if notice in run.notices else replace(run, notices=(*run.notices, notice))
+
+
+_STATUS_OF_LIVE_JOB_STATE: dict[str, RunStatus] = {
+    "JOB_STATE_QUEUED": RunStatus.SUBMITTED,
+    "JOB_STATE_PENDING": RunStatus.SUBMITTED,
+    "JOB_STATE_RUNNING": RunStatus.RUNNING,
+}
+
+
+def is_older_news(attempt: Attempt, state: str) -> bool:
+    """Whether ``state``, a live one, was seen before what ``attempt`` already records.
+
+    A job's states only move forward and a terminal one is final, so once the attempt records a
+    terminal state, or its end is decided, a live state can only be an observation made earlier
+    and applied later (a reconcile listing, a slow hint, a create's answer): it must not replace
+    the end, or the reconciler would see a "change" on every tick and decide again.
+    """
+    if is_terminal_job_state(state):
+        return False
+    return attempt.decision is not None or is_terminal_job_state(attempt.state)
+
+
+def _refuse_if_terminal(run: Run, action: str) -> None:
+    if run.status.is_terminal():
+        raise InvalidTransition(
+            f"run {run.run_id} is {run.status.value}, which is final: cannot {action}"
+        )
+
+
+# Document <-> Run: plain maps Firestore stores natively (timestamps stay datetimes).
+
+
+ACTIONS_OWED_FIELD = "actions_owed"
+COMPLETION_NOTICE = "completion"
+"""The notice a run gets once its completion message was published
+(``shared.adapters.completions``)."""
+
+
+def unsent_alerts(run: Run) -> list[Mapping[str, Any]]:
+    """The alerts ``run``'s decisions ask for and it has not sent: one per reason, oldest first."""
+    unsent: dict[str, Mapping[str, Any]] = {}
+    for attempt in run.attempts:
+        alert = (attempt.decision or {}).get("alert")
+        if alert and alert["reason"] not in run.alerts:
+            unsent.setdefault(alert["reason"], alert)
+    return list(unsent.values())
+
+
+def unpublished_completion(run: Run) -> Attempt | None:
+    """The attempt whose decision asked for a completion message, while none is published."""
+    if COMPLETION_NOTICE in run.notices:
+        return None
+    return next(
+        (a for a in reversed(run.attempts) if a.decision and a.decision.get("complete")), None
+    )
+
+
+def owed_actions(run: Run) -> tuple[str, ...]:
+    """What ``run``'s decisions still owe: each alert reason not sent, and the completion when a
+    decision asked for one that is not published. The ledger stores whether this is empty
+    (``actions_owed``) so that the reconciler finds ended runs whose publish failed."""
+    owed = [alert["reason"] for alert in unsent_alerts(run)]
+    if unpublished_completion(run) is not None:
+        owed.append(COMPLETION_NOTICE)
+    return tuple(owed)
+
+
+def run_to_document(run: Run) -> dict[str, Any]:
+    return {
+        "run_id": run.run_id,
+        "run_key": run.run_key,
+        "route": run.route,
+        "template": run.template,
+        "trigger": dict(run.trigger),
+        "params": dict(run.params),
+        "status": run.status.value,
+        "attempts": [_attempt_to_document(attempt) for attempt in run.attempts],
+        "alerts": list(run.alerts),
+        "notices": list(run.notices),
+        "next_retry": dataclasses.asdict(run.next_retry) if run.next_retry else None,
+        "operator_grant": run.operator_grant,
+        "recovery_published_at": run.recovery_published_at,
+        "created_at": run.created_at,
+        "updated_at": run.updated_at,
+        ACTIONS_OWED_FIELD: bool(owed_actions(run)),  # derived, for the reconciler's query
+    }
+
+
+def run_from_document(document: Mapping[str, Any]) -> Run:
+    return Run(
+        run_id=document["run_id"],
+        run_key=document["run_key"],
+        route=document["route"],
+        template=document["template"],
+        trigger=document.get("trigger") or {},
+        params=document.get("params") or {},
+        status=RunStatus(document["status"]),
+        attempts=tuple(_attempt_from_document(a) for a in document.get("attempts") or ()),
+        alerts=tuple(document.get("alerts") or ()),
+        notices=tuple(document.get("notices") or ()),
+        next_retry=RetryPlan(**document["next_retry"]) if document.get("next_retry") else None,
+        operator_grant=document.get("operator_grant"),
+        recovery_published_at=document.get("recovery_published_at"),
+        created_at=document.get("created_at"),
+        updated_at=document.get("updated_at"),
+    )
+
+
+def _attempt_to_document(attempt: Attempt) -> dict[str, Any]:
+    return {
+        "number": attempt.number,
+        "placement": dict(attempt.placement),
+        "region": attempt.region,
+        "parent": attempt.parent,
+        "intent_at": attempt.intent_at,
+        "job_name": attempt.job_name,
+        "state": attempt.state,
+        "error": dict(attempt.error) if attempt.error else None,
+        "decision": dict(attempt.decision) if attempt.decision else None,
+        "cancel_requested_at": attempt.cancel_requested_at,
+    }
+
+
+def _attempt_from_document(document: Mapping[str, Any]) -> Attempt:
+    return Attempt(
+        number=document["number"],
+        placement=document.get("placement") or {},
+        region=document["region"],
+        parent=document["parent"],
+        intent_at=document["intent_at"],
+        job_name=document.get("job_name"),
+        state=document.get("state", INTENT_STATE),
+        error=document.get("error"),
+        decision=document.get("decision"),
+        cancel_requested_at=document.get("cancel_requested_at"),
+    )

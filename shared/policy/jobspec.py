@@ -1,0 +1,290 @@
+"""Rendering: a template, the trigger's parameters and one placement become a ``CustomJob``.
+
+The template's job spec (REST JSON) is parsed into ``aiplatform_v1.CustomJobSpec`` once per
+template; each rendering works on a copy. Parameters fill ``{name}`` placeholders, matched by a
+strict regex (never ``str.format``) in one pass, so a value is never scanned again and always lands
+inside ONE string: one container argument, one environment value. Placeholders are filled only in
+the fields a trigger may vary (``FILLED_FIELDS``); the image, command, machine, service account and
+network stay as the template fixes them, whatever a request sends. Every rendering also provides
+``run_id``, ``attempt``, ``template``, ``project`` and ``region``, which a trigger cannot override.
+A placeholder is ``{identifier}``; other braces (JSON in an argument) are left as they are.
+
+The placement owns scheduling: ``FLEX_START`` with an explicit ``maxWaitDuration`` (and an
+optional machine override), or ``persistentResourceId`` with no strategy. Labels carry the run id,
+the attempt and the template, so a redelivered trigger can find its job (docs/dispatch-contract.md).
+
+Importing this module imports the ``aiplatform_v1`` protos it uses (through ``shared.aiplatform``,
+about 0.5 s instead of the whole package's 2 s): only code past a matched route may.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Final, cast
+
+from google.protobuf import json_format
+
+from shared.aiplatform import (
+    AcceleratorType,
+    CustomJob,
+    CustomJobSpec,
+    MachineSpec,
+    Scheduling,
+    WorkerPoolSpec,
+)
+from shared.config.model import (
+    MachineOverride,
+    PersistentResourcePlacement,
+    Placement,
+    Template,
+)
+from shared.model.errors import InvalidJobSpec
+
+PLACEHOLDER: Final = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+# Where placeholders are filled, as REST field paths (``[]`` = every worker pool / list item).
+FILLED_FIELDS: Final[tuple[str, ...]] = (
+    "displayName",
+    "jobSpec.workerPoolSpecs[].containerSpec.args[]",
+    "jobSpec.workerPoolSpecs[].containerSpec.env[].value",
+    "jobSpec.workerPoolSpecs[].pythonPackageSpec.args[]",
+    "jobSpec.workerPoolSpecs[].pythonPackageSpec.env[].value",
+    "jobSpec.baseOutputDirectory.outputUriPrefix",
+    "jobSpec.experiment",
+    "jobSpec.experimentRun",
+)
+
+RUN_LABEL: Final = "vd-run"
+ATTEMPT_LABEL: Final = "vd-attempt"
+TEMPLATE_LABEL: Final = "vd-template"
+
+DISPLAY_NAME_MAX: Final = 128
+LABEL_VALUE_MAX: Final = 63
+_LABEL_UNSAFE: Final = re.compile(r"[^a-z0-9_-]")
+
+# A worker pool runs either a container or a Python package: proto attribute -> REST key.
+_PROGRAM_FIELDS: Final[Mapping[str, str]] = {
+    "container_spec": "containerSpec",
+    "python_package_spec": "pythonPackageSpec",
+}
+
+
+@dataclass(frozen=True)
+class RenderedJob:
+    """A CustomJob ready for ``JobService.CreateCustomJob(parent=..., custom_job=...)``."""
+
+    parent: str  # projects/PROJECT/locations/REGION
+    region: str
+    custom_job: CustomJob
+
+
+# Template name -> (the template it was parsed from, its spec). Holding the template itself lets a
+# reloaded config with a same-named template miss the cache instead of reusing a stale spec.
+_PARSED: dict[str, tuple[Template, CustomJobSpec]] = {}
+
+
+def parse_job_spec(template: Template) -> CustomJobSpec:
+    """The template's job spec as a proto, parsed once per template; callers get their own copy."""
+    cached = _PARSED.get(template.name)
+    if cached is None or cached[0] is not template:
+        cached = (template, _parse(template))
+        _PARSED[template.name] = cached
+    return CustomJobSpec(cached[1])
+
+
+def _parse(template: Template) -> CustomJobSpec:
+    try:
+        payload = json.dumps(template.job_spec, default=_plain)
+        # proto-plus types from_json as returning any Message; it returns the class's own.
+        return cast(CustomJobSpec, CustomJobSpec.from_json(payload, ignore_unknown_fields=False))
+    except (json_format.ParseError, TypeError, ValueError) as error:
+        raise InvalidJobSpec(
+            f"template {template.name!r}: its job spec is not a valid Vertex AI CustomJobSpec "
+            f"(REST JSON, camelCase keys): {error}. Fix the field named above."
+        ) from error
+
+
+def _plain(value: object) -> object:
+    """JSON fallback for the read-only mappings and other containers a loaded config holds."""
+    if isinstance(value, Mapping):
+        return dict(value)
+    if isinstance(value, Iterable) and not isinstance(value, str | bytes):
+        return list(value)
+    raise TypeError(f"{type(value).__name__} is not JSON: use strings, numbers, lists and maps")
+
+
+def placeholders(template: Template) -> frozenset[str]:
+    """Every ``{name}`` the template uses in the fields rendering fills (for linting a config)."""
+    spec = parse_job_spec(template)
+    texts = [template.display_name, *_fillable_texts(spec)]
+    return frozenset(name for text in texts for name in PLACEHOLDER.findall(text))
+
+
+def _fillable_texts(spec: CustomJobSpec) -> list[str]:
+    texts = [
+        spec.base_output_directory.output_uri_prefix,
+        spec.experiment,
+        spec.experiment_run,
+    ]
+    for pool in spec.worker_pool_specs:
+        for attribute in _PROGRAM_FIELDS:
+            program = getattr(pool, attribute)
+            texts.extend(program.args)
+            texts.extend(variable.value for variable in program.env)
+    return texts
+
+
+def fill(text: str, params: Mapping[str, str], *, template: str, field: str) -> str:
+    """Replace each ``{name}`` in ``text`` by ``params[name]`` in one pass; values stay verbatim."""
+
+    def value_of(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name not in params:
+            known = ", ".join(sorted(params)) or "none"
+            raise InvalidJobSpec(
+                f"template {template!r}, {field}: placeholder {{{name}}} names no parameter "
+                f"(known: {known}). Declare {name!r} in the template's params or the route's "
+                f"params, or remove the placeholder."
+            )
+        return params[name]
+
+    return PLACEHOLDER.sub(value_of, text)
+
+
+def render_job(
+    template: Template,
+    params: Mapping[str, str],
+    placement: Placement,
+    *,
+    project: str,
+    default_region: str,
+    run_id: str,
+    attempt: int,
+) -> RenderedJob:
+    """Build the CustomJob one attempt of a run would create on ``placement``.
+
+    Raises InvalidJobSpec when the template does not parse, a placeholder names no parameter, or
+    a machine override names an unknown accelerator. Rule checks are ``shared.validation``'s.
+    """
+    region = placement.region or default_region
+    # Built-in parameters win over a trigger's: a request cannot forge its run id or attempt.
+    values = {
+        **params,
+        "run_id": run_id,
+        "attempt": str(attempt),
+        "template": template.name,
+        "project": project,
+        "region": region,
+    }
+    spec = parse_job_spec(template)
+    _fill_spec(spec, values, template=template.name)
+    if template.timeout is not None:
+        spec.scheduling.timeout = template.timeout
+    _apply_placement(spec, placement, template=template.name)
+    display_name = fill(template.display_name, values, template=template.name, field="displayName")
+    job = CustomJob(
+        display_name=display_name[:DISPLAY_NAME_MAX],
+        job_spec=spec,
+        labels=job_labels(template, run_id=run_id, attempt=attempt),
+    )
+    return RenderedJob(
+        parent=f"projects/{project}/locations/{region}", region=region, custom_job=job
+    )
+
+
+def _fill_spec(spec: CustomJobSpec, values: Mapping[str, str], *, template: str) -> None:
+    def filled(text: str, field: str) -> str:
+        return fill(text, values, template=template, field=field)
+
+    # Only fields already present are touched: writing into an absent sub-message would create
+    # it, and for a worker pool's program (a oneof) would switch python package to container.
+    if "base_output_directory" in spec:
+        output = spec.base_output_directory
+        output.output_uri_prefix = filled(
+            output.output_uri_prefix, "jobSpec.baseOutputDirectory.outputUriPrefix"
+        )
+    if "experiment" in spec:
+        spec.experiment = filled(spec.experiment, "jobSpec.experiment")
+    if "experiment_run" in spec:
+        spec.experiment_run = filled(spec.experiment_run, "jobSpec.experimentRun")
+    for index, pool in enumerate(spec.worker_pool_specs):
+        for attribute, key in _PROGRAM_FIELDS.items():
+            if attribute not in pool:
+                continue
+            program = getattr(pool, attribute)
+            prefix = f"jobSpec.workerPoolSpecs[{index}].{key}"
+            program.args = [
+                filled(arg, f"{prefix}.args[{position}]")
+                for position, arg in enumerate(program.args)
+            ]
+            for position, variable in enumerate(program.env):
+                variable.value = filled(variable.value, f"{prefix}.env[{position}].value")
+
+
+def _apply_placement(spec: CustomJobSpec, placement: Placement, *, template: str) -> None:
+    if isinstance(placement, PersistentResourcePlacement):
+        spec.persistent_resource_id = placement.resource_id
+        # A persistent resource runs the job on machines that are already up: no DWS wait.
+        if "scheduling" in spec:
+            spec.scheduling.strategy = Scheduling.Strategy.STRATEGY_UNSPECIFIED
+            del spec.scheduling.max_wait_duration
+        return
+    spec.persistent_resource_id = ""
+    spec.scheduling.strategy = Scheduling.Strategy.FLEX_START
+    spec.scheduling.max_wait_duration = placement.max_wait
+    if placement.machine is not None:
+        machine = _machine_spec(placement.machine, template=template)
+        for pool in spec.worker_pool_specs:
+            if not is_skipped_pool(pool):
+                pool.machine_spec = MachineSpec(machine)
+
+
+def is_skipped_pool(pool: WorkerPoolSpec) -> bool:
+    """Vertex lets a job leave a later pool empty (``{}``) to skip it: it runs nothing."""
+    return pool == WorkerPoolSpec()
+
+
+def _machine_spec(override: MachineOverride, *, template: str) -> MachineSpec:
+    if override.accelerator_type is None:
+        return MachineSpec(machine_type=override.machine_type)
+    try:
+        accelerator = AcceleratorType[override.accelerator_type]
+    except KeyError:
+        raise InvalidJobSpec(
+            f"template {template!r}: a flex_start placement's machine override names accelerator "
+            f"{override.accelerator_type!r}, which Vertex AI does not know. Use one of the "
+            f"AcceleratorType names, e.g. NVIDIA_H100_80GB."
+        ) from None
+    return MachineSpec(
+        machine_type=override.machine_type,
+        accelerator_type=accelerator,
+        accelerator_count=override.accelerator_count,
+    )
+
+
+def job_labels(template: Template, *, run_id: str, attempt: int) -> dict[str, str]:
+    """The template's labels plus the three that tie a job to its run (ours win a clash)."""
+    return {
+        **template.labels,
+        RUN_LABEL: run_id,
+        ATTEMPT_LABEL: str(attempt),
+        TEMPLATE_LABEL: label_safe(template.name),
+    }
+
+
+def label_safe(text: str) -> str:
+    """``text`` as a label value: lowercase, ``[a-z0-9_-]`` only, at most 63 characters."""
+    return _LABEL_UNSAFE.sub("-", text.lower())[:LABEL_VALUE_MAX]
+
+
+def job_to_json(custom_job: CustomJob) -> str:
+    """The CustomJob as the REST API shows it: camelCase keys, enum names, no default fields."""
+    return CustomJob.to_json(
+        custom_job,
+        use_integers_for_enums=False,
+        always_print_fields_with_no_presence=False,
+        indent=2,
+    )

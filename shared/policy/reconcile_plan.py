@@ -1,0 +1,287 @@
+"""The reconciler's plan: what one tick owes the ledger, from the runs read and the jobs listed.
+
+Pure functions over runs, templates and listed ``CustomJob`` protos; ``shared.handlers.reconcile``
+reads the inputs and applies the plan. Kept apart so that every rule of a tick (which states are
+unrecorded, which runs need a retry message, which jobs overstayed their max wait, which intents
+are stuck) is tested as a table of cases without a server.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from shared.adapters.ledger import LIVE_STATUSES, Attempt, RetryPlan, Run, RunStatus
+from shared.aiplatform import CustomJob, JobState, Scheduling
+from shared.config.durations import parse_duration
+from shared.config.model import Template
+from shared.handlers.submission import INTENT_LEASE
+from shared.model.runs import is_older_news
+from shared.policy import classify as outcomes
+from shared.policy import decisions, jobspec
+
+WAITING_STATES = frozenset({JobState.JOB_STATE_QUEUED.name, JobState.JOB_STATE_PENDING.name})
+
+LIST_WINDOW_MARGIN = timedelta(minutes=10)
+"""Listed jobs are created after their intent; the margin absorbs clock skew between machines."""
+FLEX_START_DEFAULT_MAX_WAIT = timedelta(days=1)  # what Vertex AI applies when none is set
+RECOVERY_REPUBLISH_AFTER = timedelta(minutes=10)
+"""A recovery retry is published again only this long after the last one: dispatch acts on one
+in seconds, so a run still stuck by then lost it. Every tick would hand a slow, backlogged
+dispatch one more copy per stuck run (what sank the first 2,000-trigger soak, for hints)."""
+STUCK_INTENT_ALERT_AFTER = timedelta(minutes=30)
+"""Recovery of a stale intent is tried from INTENT_LEASE on; a human is told once it lasts this."""
+
+
+class RetryCause(enum.StrEnum):
+    """Why the reconciler publishes a retry message."""
+
+    STALE_INTENT = "stale_intent"  # an intent outlived the lease with no job recorded
+    NEVER_CLAIMED = "never_claimed"  # the run was accepted but no attempt was ever claimed
+
+
+@dataclass(frozen=True)
+class Listing:
+    """One ListCustomJobs query: the jobs of one parent created since the oldest watched intent."""
+
+    parent: str
+    filter: str
+    watched: frozenset[str]  # the job names the tick needs to see
+
+
+@dataclass(frozen=True)
+class StateChange:
+    """A job whose state (or undecided end) the ledger has yet to record."""
+
+    run_id: str
+    job_name: str
+    observed_state: str
+
+
+@dataclass(frozen=True)
+class DueRetry:
+    """A retry message to publish for a run."""
+
+    run_id: str
+    plan: RetryPlan
+    cause: RetryCause
+
+
+@dataclass(frozen=True)
+class OverdueWait:
+    """A FLEX_START job waiting for machines past its max wait plus the grace: cancel, alert."""
+
+    run_id: str
+    job_name: str
+    state: str
+    waited: timedelta
+    limit: timedelta
+
+
+@dataclass(frozen=True)
+class StuckIntent:
+    """An attempt without a job for longer than ``STUCK_INTENT_ALERT_AFTER``: alert."""
+
+    run_id: str
+    attempt: int
+    age: timedelta
+
+
+@dataclass(frozen=True)
+class TickPlan:
+    """Everything one tick owes the ledger, computed from the runs and the listed jobs."""
+
+    changes: tuple[StateChange, ...] = ()
+    retries: tuple[DueRetry, ...] = ()
+    overdue: tuple[OverdueWait, ...] = ()
+    stuck: tuple[StuckIntent, ...] = ()
+    unlisted: tuple[str, ...] = ()  # recorded jobs the listing did not return
+
+
+def list_filter(since: datetime) -> str:
+    """The ListCustomJobs filter for our jobs created at or after ``since``."""
+    stamp = since.isoformat(timespec="seconds").replace("+00:00", "Z")
+    return f'labels.{jobspec.RUN_LABEL}:* AND create_time>="{stamp}"'
+
+
+def plan_listings(runs: Iterable[Run], margin: timedelta = LIST_WINDOW_MARGIN) -> list[Listing]:
+    """One listing per parent holding a recorded job of a run's last attempt, sorted by parent."""
+    oldest: dict[str, datetime] = {}
+    watched: dict[str, set[str]] = {}
+    for run in runs:
+        last = run.last_attempt
+        if last is None or last.job_name is None:
+            continue
+        oldest[last.parent] = min(oldest.get(last.parent, last.intent_at), last.intent_at)
+        watched.setdefault(last.parent, set()).add(last.job_name)
+    return [
+        Listing(parent, list_filter(oldest[parent] - margin), frozenset(watched[parent]))
+        for parent in sorted(watched)
+    ]
+
+
+def plan_tick(
+    runs: Iterable[Run],
+    jobs: Mapping[str, CustomJob],
+    templates: Mapping[str, Template],
+    *,
+    now: datetime,
+    grace: timedelta,
+    listed_parents: frozenset[str] | None = None,
+) -> TickPlan:
+    """What the tick owes: ``jobs`` maps job names to the jobs listed in ``listed_parents``.
+
+    A run whose job lies in a parent that could not be listed (None: every parent was) is left
+    for the next tick rather than reported as missing.
+    """
+    changes: list[StateChange] = []
+    due: list[DueRetry] = []
+    overdue: list[OverdueWait] = []
+    stuck: list[StuckIntent] = []
+    unlisted: list[str] = []
+    for run in runs:
+        retry = _due_retry(run, templates.get(run.template), now)
+        if retry is not None:
+            due.append(retry)
+        last = run.last_attempt
+        if last is None:
+            continue
+        if last.job_name is None:
+            if run.status is RunStatus.SUBMITTING and now - last.intent_at >= (
+                STUCK_INTENT_ALERT_AFTER
+            ):
+                stuck.append(StuckIntent(run.run_id, last.number, now - last.intent_at))
+            continue
+        if listed_parents is not None and last.parent not in listed_parents:
+            continue
+        job = jobs.get(last.job_name)
+        if job is None:
+            unlisted.append(last.job_name)
+            continue
+        if is_older_news(last, job.state.name):
+            continue  # listed before the end the ledger recorded: neither a change nor a wait
+        if _changed(run, job):
+            changes.append(StateChange(run.run_id, job.name, job.state.name))
+        waited_too_long = _overdue_wait(run.run_id, job, last, now, grace)
+        if waited_too_long is not None:
+            overdue.append(waited_too_long)
+    return TickPlan(tuple(changes), tuple(due), tuple(overdue), tuple(stuck), tuple(unlisted))
+
+
+def _changed(run: Run, job: CustomJob) -> bool:
+    """The ledger has not seen the job's state, or saw it end but did not decide (the caller
+    has set aside a listing older than the recorded end: ``runs.is_older_news``)."""
+    last = run.last_attempt
+    assert last is not None
+    state = job.state.name
+    if state != last.state:
+        return True
+    return outcomes.is_terminal(state) and last.decision is None and run.status in LIVE_STATUSES
+
+
+def _due_retry(run: Run, template: Template | None, now: datetime) -> DueRetry | None:
+    """A retry for a run that no delivery is moving on; backoffs are ``ensure_actions``' job."""
+    last = run.last_attempt
+    if run.status is RunStatus.ACCEPTED and last is None:
+        accepted_at = run.created_at or now
+        if now - accepted_at < INTENT_LEASE or _recovery_in_flight(run, accepted_at, now):
+            return None
+        reason = f"reconcile: accepted {age_text(now - accepted_at)} ago and never claimed"
+        return DueRetry(run.run_id, RetryPlan(now, 1, 0, reason), RetryCause.NEVER_CLAIMED)
+    if run.status is RunStatus.SUBMITTING and last is not None and last.job_name is None:
+        age = now - last.intent_at
+        if age < INTENT_LEASE or _recovery_in_flight(run, last.intent_at, now):
+            return None
+        index = placement_index(template, last)
+        reason = f"reconcile: attempt {last.number} has had no job for {age_text(age)}"
+        return DueRetry(
+            run.run_id, RetryPlan(now, last.number, index, reason), RetryCause.STALE_INTENT
+        )
+    return None
+
+
+def _recovery_in_flight(run: Run, since: datetime, now: datetime) -> bool:
+    """A recovery retry for the present condition (published after ``since``) went out less
+    than ``RECOVERY_REPUBLISH_AFTER`` ago: dispatch has it, or will."""
+    published = run.recovery_published_at
+    return (
+        published is not None
+        and published >= since
+        and now - published < (RECOVERY_REPUBLISH_AFTER)
+    )
+
+
+def placement_index(template: Template | None, attempt: Attempt) -> int:
+    """Where ``attempt``'s placement sits in the chain; 0 (start over) when the chain changed.
+
+    Dispatch refuses a retry naming a template that is gone, and alerts: nothing is lost.
+    """
+    if template is None:
+        return 0
+    try:
+        return decisions.placement_index(template, attempt)
+    except decisions.PlacementNotInChain:
+        return 0
+
+
+def _overdue_wait(
+    run_id: str, job: CustomJob, attempt: Attempt, now: datetime, grace: timedelta
+) -> OverdueWait | None:
+    if job.state.name not in WAITING_STATES:
+        return None
+    max_wait = flex_start_max_wait(job, attempt)
+    if max_wait is None or job.create_time is None:
+        return None
+    waited = now - job.create_time
+    limit = max_wait + grace
+    if waited <= limit:
+        return None
+    return OverdueWait(run_id, job.name, job.state.name, waited, limit)
+
+
+def flex_start_max_wait(job: CustomJob, attempt: Attempt | None = None) -> timedelta | None:
+    """How long a FLEX_START job may wait for machines; None when it is not bounded.
+
+    The placement the ledger recorded for ``attempt`` (what we asked for) comes first; the
+    listed job only when the attempt has no readable placement (an older record). The job
+    alone is not to be trusted for "wait forever": a zero Duration is the proto default, which
+    a service may drop from its answer or fill with its own default of one day, and then the
+    watchdog would cancel a job meant to wait forever after a day.
+    """
+    known, recorded = _recorded_max_wait(attempt)
+    if known:
+        return recorded
+    scheduling = job.job_spec.scheduling
+    if scheduling.strategy != Scheduling.Strategy.FLEX_START:
+        return None  # a persistent resource's queue has no max wait of its own
+    if "max_wait_duration" not in scheduling:
+        return FLEX_START_DEFAULT_MAX_WAIT
+    max_wait: timedelta = scheduling.max_wait_duration
+    return max_wait if max_wait > timedelta(0) else None  # 0 waits forever
+
+
+def _recorded_max_wait(attempt: Attempt | None) -> tuple[bool, timedelta | None]:
+    """(whether the ledger says, the max wait) of ``attempt``'s recorded placement
+    (``shared.model.records.placement_record``: ``{"flex_start": {"max_wait": "7200s", ...}}`` or
+    ``{"persistent_resource": ...}``); the max wait is None when it waits forever ("0s") or the
+    placement is not FLEX_START."""
+    placement = attempt.placement if attempt is not None else None
+    if not placement:
+        return False, None
+    if "persistent_resource" in placement:
+        return True, None
+    flex = placement.get("flex_start")
+    if not isinstance(flex, Mapping) or "max_wait" not in flex:
+        return False, None
+    try:
+        max_wait = parse_duration(flex["max_wait"])
+    except ValueError:
+        return False, None
+    return True, (max_wait if max_wait > timedelta(0) else None)  # 0 waits forever
+
+
+def age_text(delta: timedelta) -> str:
+    """A duration as whole seconds, for messages: ``"5400s"``."""
+    return f"{int(delta.total_seconds())}s"

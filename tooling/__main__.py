@@ -1,0 +1,7 @@
+"""``python -m tooling``: the same command line as the ``vertex-dispatch`` script."""
+
+import sys
+
+from tooling import main
+
+sys.exit(main())

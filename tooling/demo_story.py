@@ -1,0 +1,388 @@
+"""``vertex-dispatch demo``: the whole local stack, and a story a person can follow.
+
+It starts what production runs (emulators, each function under functions-framework, the Pub/Sub
+push wiring, the Eventarc and Cloud Scheduler stand-ins: ``emulator_stack.local_stack``) and plays
+every part of the mission through the real paths only (objects written to the bucket, messages
+published, the Vertex AI emulator's admin API for capacity), printing each run's progress from the
+ledger:
+
+1. a dataset lands as shards and a ``_SUCCESS`` marker: one FLEX_START job waits for GPUs, runs
+   when capacity appears, succeeds, and its completion is published;
+2. a request on Pub/Sub lands on the persistent resource and starts at once;
+3. the persistent resource is full: the next request falls through to FLEX_START;
+4. a FLEX_START wait expires: the run is resubmitted to the next placement (another region);
+5. a job fails in user code: retried per policy, then alerted;
+6. an invalid request is rejected with its reasons and alerted; nothing is created;
+7. the config's scheduled retrain fires (the Scheduler stand-in).
+
+Then a summary. The checks look at the ledger, the topics and the Vertex AI request log.
+
+Ctrl-C, SIGTERM and SIGHUP all stop the demo the same way, at any point: the stack is stopped
+(every emulator's and function's process group) before the process exits. A signal's default
+action would end the process at once, leaving those groups running: neither ``with`` blocks nor
+``atexit`` handlers run then, and the groups are sessions of their own, out of the signal's reach.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from emulator_stack.local_stack import LocalStack
+    from emulator_stack.observe import TopicReader, VertexAdmin
+    from shared.adapters.ledger import Ledger, Run
+
+DEMO_DIR = Path(__file__).resolve().parents[1] / "deploy" / "local" / "demo"
+DISPATCH_CONFIG = DEMO_DIR / "dispatch-config.yaml"
+EMULATOR_CONFIG = DEMO_DIR / "vertex-emulator.yaml"
+BUCKET = "demo-datasets"
+SHARDS = 50
+REQUEST_ATTRIBUTES = {"kind": "train"}
+WAIT_SECONDS = 30.0  # per chapter, real time
+STOP_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class DemoStopped(KeyboardInterrupt):
+    """A stop signal arrived: raised in the main thread wherever it was, to unwind the stack.
+
+    A ``KeyboardInterrupt`` (not an ``Exception``), so that no chapter's error handling takes it
+    for a failed chapter and plays on.
+    """
+
+    def __init__(self, signal_number: int) -> None:
+        self.signal_number = signal_number
+        self.signal_name = signal.Signals(signal_number).name
+        super().__init__(f"stopped by {self.signal_name}")
+
+
+class Narrator:
+    """Prints the story with the wall-clock seconds since the start."""
+
+    def __init__(self) -> None:
+        self._started = time.monotonic()
+
+    def say(self, text: str) -> None:
+        print(f"[{time.monotonic() - self._started:6.1f}s] {text}", flush=True)
+
+    def chapter(self, title: str) -> None:
+        print(f"\n== {title}", flush=True)
+
+
+def run_demo(time_scale: float, keep_running: bool) -> int:
+    """Start the local stack, play the story; 0 when every chapter ended as expected."""
+    from emulator_stack import scoped_environ
+    from emulator_stack.errors import EmulatorStackError
+    from emulator_stack.local_stack import StackSettings, start_local_stack
+
+    narrator = Narrator()
+    log_dir = Path(tempfile.mkdtemp(prefix="vertex-dispatch-demo-"))
+    settings = StackSettings(DISPATCH_CONFIG, EMULATOR_CONFIG, time_scale)
+    with _stop_signals_interrupt():
+        narrator.say(f"starting the local stack (every log in {log_dir}) ...")
+        try:
+            stack = start_local_stack(settings, log_dir)
+        except EmulatorStackError as error:
+            print(f"demo: the local stack could not start:\n{error}", flush=True)
+            return 2
+        except DemoStopped as stop:  # start_local_stack stops what it had started
+            narrator.say(f"{stop} while starting; no process left")
+            return 128 + stop.signal_number
+        ok, stopped = False, None
+        try:
+            with scoped_environ(stack.env):
+                for name, healthy in stack.health().items():
+                    narrator.say(f"  {'up  ' if healthy else 'DOWN'} {name}")
+                ok = Story(stack, narrator, time_scale).play()
+                if keep_running:
+                    _wait_for_interrupt(narrator, stack)
+        except DemoStopped as stop:
+            stopped = stop
+            narrator.say(f"{stop} before the scenarios ended; stopping the stack ...")
+        finally:
+            _ignore_stop_signals()  # a second signal must not cut the stopping short
+            stack.stop()
+    narrator.say("stack stopped, no process left")
+    if stopped is not None:
+        return 128 + stopped.signal_number
+    return 0 if ok else 1
+
+
+@contextmanager
+def _stop_signals_interrupt() -> Iterator[None]:
+    """While inside, each of ``STOP_SIGNALS`` raises ``DemoStopped``; the old handlers after."""
+    previous = {number: signal.getsignal(number) for number in STOP_SIGNALS}
+
+    def stop(signal_number: int, _frame: FrameType | None) -> None:
+        _ignore_stop_signals()
+        raise DemoStopped(signal_number)
+
+    for number in STOP_SIGNALS:
+        signal.signal(number, stop)
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
+def _ignore_stop_signals() -> None:
+    for number in STOP_SIGNALS:
+        signal.signal(number, signal.SIG_IGN)
+
+
+class Story:
+    """The chapters, each checking what it shows."""
+
+    def __init__(self, stack: LocalStack, narrator: Narrator, time_scale: float) -> None:
+        from emulator_stack.observe import TopicReader, VertexAdmin
+        from shared.adapters.ledger import default_ledger
+
+        self.stack = stack
+        self.say = narrator.say
+        self.chapter = narrator.chapter
+        self.time_scale = time_scale
+        self.project = stack.config.project
+        self.vertex: VertexAdmin = VertexAdmin(stack.vertex_ai.address)
+        self.ledger: Ledger = default_ledger(self.project)
+        alerts = stack.config.alerts_topic
+        self.alerts: TopicReader = TopicReader(stack.pubsub, self.project, alerts)
+        completions = stack.config.completions_topic or ""
+        self.completions: TopicReader = TopicReader(stack.pubsub, self.project, completions)
+        self.results: list[tuple[str, bool]] = []
+
+    def play(self) -> bool:
+        for chapter in (
+            self.dataset_lands,
+            self.request_on_persistent_resource,
+            self.persistent_resource_full,
+            self.flex_start_wait_expires,
+            self.user_code_fails,
+            self.invalid_request,
+            self.scheduled_retrain,
+        ):
+            try:
+                chapter()
+            except Exception as error:  # a failed chapter must not hide the others
+                self.say(f"  chapter failed: {type(error).__name__}: {error}")
+                self.results.append((chapter.__name__.replace("_", " "), False))
+        self.chapter("summary")
+        for title, ok in self.results:
+            self.say(f"  {'ok  ' if ok else 'FAIL'} {title}")
+        self.say(
+            f"Vertex AI CreateCustomJob calls: {len(self.vertex.created_jobs())}; alerts: "
+            f"{len(self.alerts.poll())}; completions: {len(self.completions.poll())}; "
+            f"reconcile ticks: {self.stack.scheduler.reconcile_ticks}; storage events "
+            f"delivered: {self.stack.eventarc.counts.delivered}"
+        )
+        return all(ok for _, ok in self.results)
+
+    # --- the chapters ------------------------------------------------------------------------
+
+    def dataset_lands(self) -> None:
+        from emulator_stack.observe import upload_object
+
+        prefix = "imagenet/2026-12-01"
+        self.chapter(f"1. a dataset lands in gs://{BUCKET}/{prefix}/: {SHARDS} shards + _SUCCESS")
+        for index in range(SHARDS):
+            name = f"{prefix}/train-{index:05d}-of-{SHARDS:05d}.tfrecord"
+            upload_object(self.stack.storage.url, BUCKET, name, b"shard")
+        # The storage emulator drops an upload with an empty body, so the marker holds a newline.
+        upload_object(self.stack.storage.url, BUCKET, f"{prefix}/_SUCCESS", b"\n")
+        self.say("uploaded; the Eventarc stand-in delivers one finalized event per object")
+        run = self.follow(lambda r: f"{BUCKET}/{prefix}/" in r.run_key, _has_state("QUEUED"))
+        self.say("no A100 is free in us-central1: the FLEX_START job waits for GPUs")
+        time.sleep(min(3.0, 1800 / self.time_scale))
+        self.vertex.set_capacity("us-central1", "NVIDIA_TESLA_A100", 8)
+        self.say("capacity appears: 8 x NVIDIA_TESLA_A100 in us-central1")
+        run = self.follow(lambda r: r.run_id == run.run_id, _status("SUCCEEDED"))
+        completion = self.wait_for_message(self.completions, run.run_id)
+        if completion:
+            self.say(f"completion published: state={completion.get('state')}")
+        jobs = [job for job in self.vertex.created_jobs() if _run_label(job) == run.run_id]
+        strategy = jobs[0]["jobSpec"]["scheduling"]["strategy"] if jobs else None
+        self.results.append(
+            (
+                "dataset -> exactly one FLEX_START job -> waits -> runs -> succeeds -> completion",
+                run.status.value == "SUCCEEDED"
+                and len(jobs) == 1
+                and strategy in ("FLEX_START", 6)
+                and completion is not None,
+            )
+        )
+
+    def request_on_persistent_resource(self) -> None:
+        self.chapter("2. a request on Pub/Sub lands on the persistent resource a100-pool")
+        message_id = self.publish_request("finetune-pool", "gs://demo-datasets/ft/")
+        run = self.follow(_by_message(message_id), _status("RUNNING"))
+        job = self.vertex.job(run.attempts[-1].job_name or "")
+        self.say(f"persistentResourceId = {job['jobSpec'].get('persistentResourceId')!r}")
+        self.results.append(
+            (
+                "a request runs on the persistent resource at once",
+                run.status.value == "RUNNING"
+                and job["jobSpec"].get("persistentResourceId") == "a100-pool",
+            )
+        )
+
+    def persistent_resource_full(self) -> None:
+        self.chapter("3. the pool's only replica is busy: the next request falls to FLEX_START")
+        message_id = self.publish_request("finetune-pool", "gs://demo-datasets/ft2/")
+        run = self.follow(_by_message(message_id), _status("RUNNING", "SUCCEEDED"))
+        job = self.vertex.job(run.attempts[-1].job_name or "")
+        strategy = job["jobSpec"].get("scheduling", {}).get("strategy")
+        self.say(f"placed with strategy {strategy}, no persistentResourceId")
+        self.results.append(
+            (
+                "persistent resource full -> FLEX_START",
+                strategy == "FLEX_START" and not job["jobSpec"].get("persistentResourceId"),
+            )
+        )
+
+    def flex_start_wait_expires(self) -> None:
+        self.chapter("4. no H100 in us-central1: the FLEX_START wait (20m) expires")
+        message_id = self.publish_request("llm-h100", "gs://demo-datasets/llm/")
+        run = self.follow(_by_message(message_id), _status("RUNNING", "SUCCEEDED"))
+        regions = [attempt.region for attempt in run.attempts]
+        self.say(f"attempts by region: {regions}")
+        self.results.append(
+            (
+                "FLEX_START wait expires -> resubmitted to the next placement (us-east4)",
+                len(run.attempts) >= 2 and regions[-1] == "us-east4",
+            )
+        )
+
+    def user_code_fails(self) -> None:
+        self.chapter("5. an evaluation fails in user code: retried once (policy), then alerted")
+        message_id = self.publish_request("flaky-eval", "gs://demo-datasets/eval/")
+        run = self.follow(_by_message(message_id), _status("FAILED"))
+        alert = self.wait_for_message(self.alerts, run.run_id)
+        if alert:
+            self.say(f"alert: reason={alert.get('reason')}: {alert.get('what_to_do')}")
+        self.results.append(
+            (
+                "user-code failure -> retried per policy -> alert",
+                run.status.value == "FAILED" and len(run.attempts) == 2 and alert is not None,
+            )
+        )
+
+    def invalid_request(self) -> None:
+        self.chapter("6. an invalid request: an unknown parameter the template does not take")
+        before = len(self.vertex.created_jobs())
+        body = {"template": "resnet-a100", "params": {"image": "evil.example/miner:latest"}}
+        message_id = self.stack.pubsub.publish(
+            _requests_topic(self.stack), json.dumps(body).encode(), REQUEST_ATTRIBUTES
+        )
+        run = self.follow(_by_message(message_id), _status("REJECTED"))
+        alert = self.wait_for_message(self.alerts, run.run_id)
+        if alert:
+            self.say(f"alert: reason={alert.get('reason')}: {alert.get('message')}")
+        self.results.append(
+            (
+                "invalid request -> rejected with reasons, alerted, nothing created",
+                run.status.value == "REJECTED"
+                and alert is not None
+                and len(self.vertex.created_jobs()) == before,
+            )
+        )
+
+    def scheduled_retrain(self) -> None:
+        self.chapter("7. the config's schedule nightly-retrain fires (Cloud Scheduler stand-in)")
+        self.stack.scheduler.fire("nightly-retrain")
+        run = self.follow(
+            lambda r: r.run_key.startswith("schedule:nightly-retrain@"), _has_state("QUEUED")
+        )
+        self.results.append(("scheduled retrain -> a run and its job", bool(run.attempts)))
+
+    # --- helpers -----------------------------------------------------------------------------
+
+    def publish_request(self, template: str, dataset_uri: str) -> str:
+        body = {"template": template, "params": {"dataset_uri": dataset_uri}}
+        message_id = self.stack.pubsub.publish(
+            _requests_topic(self.stack), json.dumps(body).encode(), REQUEST_ATTRIBUTES
+        )
+        self.say(f"published a request for {template} (message {message_id})")
+        return message_id
+
+    def follow(self, which: Callable[[Run], bool], done: Callable[[Run], bool]) -> Run:
+        """Print the run's progress from the ledger until ``done``; the last run read."""
+        deadline = time.monotonic() + WAIT_SECONDS
+        shown = ""
+        run: Run | None = None
+        while time.monotonic() < deadline:
+            run = next((r for r in self._runs() if which(r)), run)
+            if run is not None:
+                line = _progress(run)
+                if line != shown:
+                    self.say(f"  {line}")
+                    shown = line
+                if done(run):
+                    return run
+            time.sleep(0.3)
+        if run is None:
+            raise TimeoutError(f"no run appeared in the ledger within {WAIT_SECONDS:g} s")
+        self.say(f"  (still {run.status.value} after {WAIT_SECONDS:g} s)")
+        return run
+
+    def wait_for_message(self, reader: TopicReader, run_id: str) -> dict[str, Any] | None:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            found = reader.find(lambda body: body.get("run_id") == run_id)
+            if found is not None:
+                return found
+            time.sleep(0.3)
+        return None
+
+    def _runs(self) -> list[Run]:
+        from shared.adapters.ledger import RunStatus
+
+        return [snapshot.run for snapshot in self.ledger.list_runs(list(RunStatus), limit=500)]
+
+
+def _progress(run: Run) -> str:
+    attempts = ", ".join(
+        f"#{a.number} {a.region} {a.state.removeprefix('JOB_STATE_')}" for a in run.attempts
+    )
+    return f"{run.run_id} {run.status.value:<13} attempts: {attempts or '-'}"
+
+
+def _status(*wanted: str) -> Callable[[Run], bool]:
+    return lambda run: run.status.value in wanted
+
+
+def _has_state(state: str) -> Callable[[Run], bool]:
+    return lambda run: any(a.state.endswith(state) for a in run.attempts)
+
+
+def _by_message(message_id: str) -> Callable[[Run], bool]:
+    return lambda run: run.run_key == f"request-message:{message_id}"
+
+
+def _run_label(job: dict[str, Any]) -> str | None:
+    labels: dict[str, str] = job.get("labels", {})
+    return labels.get("vd-run")
+
+
+def _requests_topic(stack: LocalStack) -> str:
+    return stack.config.requests_topic or ""
+
+
+def _wait_for_interrupt(narrator: Narrator, stack: LocalStack) -> None:
+    narrator.say("the stack keeps running; point your tools at it with:")
+    for name, value in sorted(stack.env.items()):
+        print(f"  export {name}={value}")
+    for target, server in stack.functions.items():
+        print(f"  # {target}: {server.url}")
+    narrator.say(f"logs: {stack.log_dir}; press Ctrl-C (or send SIGTERM) to stop")
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:  # DemoStopped included: the expected end of --keep-running
+        narrator.say("stopping the stack ...")

@@ -1,0 +1,320 @@
+"""Planning: what dispatch would do with one event, computed without touching anything.
+
+``vertex-dispatch plan`` is built on this module. ``cloud_event_from_json`` reads an event the way
+the functions receive it: a structured-mode CloudEvent, or a plain Pub/Sub push body converted
+exactly as functions-framework converts it. ``plan_event`` then decodes, routes, renders the job
+for each placement of the template's chain and validates it with the offline rules only. It
+writes no ledger entry, calls no Vertex AI or Pub/Sub API and reads no persistent resource or
+manifest: the live checks are listed as skipped in the ``Plan`` instead.
+
+Like dispatch, an event that matches no route is answered before ``aiplatform_v1`` (about 2 s) is
+imported: ``shared.policy.jobspec`` and ``shared.validation`` are imported only once a route
+matched.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Final
+
+from cloudevents import exceptions as cloudevent_errors
+from cloudevents.http import CloudEvent, from_json
+
+from shared.config.model import Config, PersistentResourcePlacement, Placement, Template
+from shared.decode import events, routing
+from shared.model.errors import ConfigError, InvalidJobSpec, MalformedEvent, PermanentError
+from shared.model.records import describe_placement, describe_trigger
+from shared.model.triggers import RetryRequest
+
+if TYPE_CHECKING:
+    from shared.validation import Violation
+
+FIRST_ATTEMPT: Final = 1
+
+# What functions-framework (event_conversion.py) puts into the CloudEvent it builds from a plain
+# Pub/Sub push body: the topic comes only from the request path, the rest from the message.
+PUSH_TOPIC: Final = re.compile(r"projects/[^/?]+/topics/[^/?]+")
+PUSH_SOURCE_PREFIX: Final = "//pubsub.googleapis.com/"
+PUSH_MESSAGE_TYPE: Final = "type.googleapis.com/google.pubsub.v1.PubsubMessage"
+PUSH_SPEC_VERSION: Final = "1.0"
+
+LIVE_CHECKS_PERSISTENT_RESOURCE: Final = (
+    "live checks skipped: the persistent resource's state (RUNNING), its pools' machine and disk "
+    "match, and free replicas are read from Vertex AI only when dispatch runs"
+)
+LIVE_CHECKS_FLEX_START: Final = (
+    "live checks skipped: FLEX_START capacity and quota are known only when Vertex AI runs the job"
+)
+
+
+class PlanUsageError(PermanentError):
+    """The command was asked for something it cannot plan (a placement outside the chain, ...)."""
+
+
+class Verdict(enum.Enum):
+    """What dispatch would do with the event, as far as can be known offline."""
+
+    VALID = "valid"  # the first placement planned passes every offline rule: it would be created
+    INVALID = "invalid"  # the job breaks a rule: dispatch would reject the run and alert
+    REJECTED = "rejected"  # the event is malformed or the request is refused: rejected, alerted
+    NO_ROUTE = "no_route"  # no route matches: dispatch drops the event at DEBUG level
+    NOT_ROUTED = "not_routed"  # a retry message: it continues a run the ledger holds
+
+
+@dataclass(frozen=True)
+class PlacementPlan:
+    """One placement of the chain: the job dispatch would create there, and what it breaks."""
+
+    index: int  # position in the template's placement chain
+    placement: str  # one line naming it, e.g. "FLEX_START (max wait 7200s) in us-east4"
+    parent: str | None  # projects/P/locations/R; None when the job did not render
+    job_json: str | None  # the CustomJob as REST JSON; None when the job did not render
+    violations: tuple[Violation, ...]
+    skipped_checks: str  # the live checks offline planning cannot make
+
+    @property
+    def valid(self) -> bool:
+        return self.job_json is not None and not self.violations
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything ``vertex-dispatch plan`` prints about one event."""
+
+    verdict: Verdict
+    reason: str = ""  # why the event was rejected, matched nothing, or is not routed
+    trigger: str = ""  # one line describing the decoded trigger ("" when it did not decode)
+    route: str = ""
+    template: str = ""
+    run_key: str = ""
+    run_id: str = ""
+    params: Mapping[str, str] = field(default_factory=dict)
+    manifest_uri: str | None = None  # dispatch checks the files it lists before creating a job
+    placements: tuple[PlacementPlan, ...] = ()
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def cloud_event_from_json(
+    text: str, *, topic: str | None = None, now: Callable[[], datetime] = _utc_now
+) -> CloudEvent:
+    """The CloudEvent a function would receive for ``text``; ``MalformedEvent`` when none.
+
+    ``text`` is a structured-mode CloudEvent (``specversion``, ``type``, ``source``, ``id``,
+    ``data`` or ``data_base64``) or a plain Pub/Sub push body (``{"message": ...,
+    "subscription": ...}``). ``topic`` (``projects/P/topics/T``) stands for the push URL's path,
+    which is where functions-framework reads a push body's topic from; it applies to push bodies
+    only. ``now`` stamps a push message that has no ``publishTime``, as functions-framework does.
+    """
+    try:
+        document = json.loads(text)
+    except ValueError as error:
+        raise MalformedEvent(
+            f"the event file is not JSON ({error}); write a structured-mode CloudEvent or a "
+            "Pub/Sub push body"
+        ) from None
+    if not isinstance(document, dict):
+        raise MalformedEvent(
+            "the event file must hold a JSON object: a structured-mode CloudEvent or a Pub/Sub "
+            "push body"
+        )
+    if is_push_body(document):
+        return push_body_to_cloud_event(document, topic=topic, now=now)
+    if topic is not None:
+        raise PlanUsageError(
+            "--topic applies to a plain Pub/Sub push body only; a CloudEvent names its topic in "
+            "its source attribute: drop --topic"
+        )
+    try:
+        return from_json(text)
+    except cloudevent_errors.GenericException as error:
+        raise MalformedEvent(
+            f"the event file is not a structured-mode CloudEvent ({error}); give it "
+            "specversion 1.0, type, source, id and data"
+        ) from None
+
+
+def is_push_body(document: Mapping[str, Any]) -> bool:
+    """A Pub/Sub push body rather than a CloudEvent (functions-framework's own test)."""
+    return "specversion" not in document and {"message", "subscription"} <= document.keys()
+
+
+def push_body_to_cloud_event(
+    body: Mapping[str, Any], *, topic: str | None, now: Callable[[], datetime] = _utc_now
+) -> CloudEvent:
+    """The messagePublished CloudEvent functions-framework builds from a plain push body.
+
+    Only ``data``, ``attributes``, ``messageId`` and ``publishTime`` survive the conversion, as
+    there; ``subscription`` and ``orderingKey`` are dropped. Without ``topic`` the source ends at
+    the service, as when the push URL's path names no topic.
+    """
+    if topic is not None and not PUSH_TOPIC.fullmatch(topic):
+        raise PlanUsageError(
+            f"--topic {topic!r} is not a topic name; write projects/PROJECT/topics/TOPIC"
+        )
+    message = body["message"]
+    if not (isinstance(message, Mapping) and "data" in message and "messageId" in message):
+        raise MalformedEvent(
+            "Pub/Sub push body message must be an object with data and messageId: "
+            "functions-framework converts no other push body; publish through Pub/Sub, which "
+            "sets both"
+        )
+    publish_time = message.get("publishTime") or now().strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    attributes = {
+        "specversion": PUSH_SPEC_VERSION,
+        "type": events.PUBSUB_PUBLISHED,
+        "source": PUSH_SOURCE_PREFIX + (topic or ""),
+        "id": message["messageId"],
+        "time": publish_time,
+        "datacontenttype": "application/json",
+    }
+    data = {
+        "message": {
+            "@type": PUSH_MESSAGE_TYPE,
+            "data": message["data"],
+            "attributes": message.get("attributes", {}),
+            "messageId": message["messageId"],
+            "publishTime": publish_time,
+        }
+    }
+    return CloudEvent(attributes, data)
+
+
+def plan_event_json(
+    config: Config,
+    text: str,
+    *,
+    topic: str | None = None,
+    placement_index: int | None = None,
+    now: Callable[[], datetime] = _utc_now,
+) -> Plan:
+    """``plan_event`` for an event file's text; an event that cannot be read is REJECTED."""
+    try:
+        cloud_event = cloud_event_from_json(text, topic=topic, now=now)
+    except MalformedEvent as error:
+        return Plan(Verdict.REJECTED, reason=f"{type(error).__name__}: {error}")
+    return plan_event(config, cloud_event, placement_index=placement_index)
+
+
+def plan_event(
+    config: Config, cloud_event: CloudEvent, *, placement_index: int | None = None
+) -> Plan:
+    """What dispatch would do with ``cloud_event``: see the module docstring.
+
+    ``placement_index`` plans that placement of the chain only; ``PlanUsageError`` when the
+    template has no such placement. A ``ConfigError`` raised while routing propagates: it is the
+    config's fault, not the event's.
+    """
+    try:
+        trigger = events.decode(cloud_event)
+    except MalformedEvent as error:
+        return Plan(Verdict.REJECTED, reason=f"{type(error).__name__}: {error}")
+    if isinstance(trigger, RetryRequest):
+        return Plan(
+            Verdict.NOT_ROUTED,
+            reason=(
+                f"a retry message continues run {trigger.run_id} from the ledger, which plan "
+                "does not read; plan the event that started the run instead"
+            ),
+            trigger=describe_trigger(trigger),
+            run_id=trigger.run_id,
+        )
+    try:
+        match = routing.route(trigger, config)
+    except ConfigError:
+        raise
+    except PermanentError as error:
+        return Plan(
+            Verdict.REJECTED,
+            reason=f"{type(error).__name__}: {error}",
+            trigger=describe_trigger(trigger),
+        )
+    if match is None:
+        return Plan(
+            Verdict.NO_ROUTE,
+            reason=(
+                f"no route of {config.source} matches this event; dispatch would drop it (logged "
+                "at DEBUG) without creating anything"
+            ),
+            trigger=describe_trigger(trigger),
+        )
+    template = config.templates[match.template]
+    placements = tuple(
+        plan_placement(config, template, match, index)
+        for index in _chosen_indices(template, placement_index)
+    )
+    first_valid = bool(placements) and placements[0].valid
+    return Plan(
+        Verdict.VALID if first_valid else Verdict.INVALID,
+        trigger=describe_trigger(trigger),
+        route=match.route,
+        template=match.template,
+        run_key=match.run_key,
+        run_id=match.run_id,
+        params=dict(match.params),
+        manifest_uri=match.manifest_uri,
+        placements=placements,
+    )
+
+
+def _chosen_indices(template: Template, placement_index: int | None) -> range:
+    chain_length = len(template.placements)
+    if placement_index is None:
+        return range(chain_length)
+    if not 0 <= placement_index < chain_length:
+        raise PlanUsageError(
+            f"--placement {placement_index}: template {template.name!r} has {chain_length} "
+            f"placement(s), numbered 0 to {chain_length - 1}; pick one of those or leave "
+            "--placement out to plan the whole chain"
+        )
+    return range(placement_index, placement_index + 1)
+
+
+def plan_placement(
+    config: Config, template: Template, match: routing.RouteMatch, index: int
+) -> PlacementPlan:
+    """Render attempt 1 of ``match``'s run on placement ``index`` and validate it offline."""
+    from shared import validation
+    from shared.policy import jobspec
+
+    placement = template.placements[index]
+    skipped = _skipped_checks(placement)
+    try:
+        rendered = jobspec.render_job(
+            template,
+            match.params,
+            placement,
+            project=config.project,
+            default_region=config.region,
+            run_id=match.run_id,
+            attempt=FIRST_ATTEMPT,
+        )
+    except InvalidJobSpec as error:
+        violation = validation.Violation("jobSpec", validation.Rule.JOB_SPEC, str(error))
+        return PlacementPlan(
+            index, describe_placement(placement), None, None, (violation,), skipped
+        )
+    violations = validation.validate_spec(
+        rendered.custom_job, placement, config.guards, region=rendered.region
+    )
+    return PlacementPlan(
+        index=index,
+        placement=describe_placement(placement),
+        parent=rendered.parent,
+        job_json=jobspec.job_to_json(rendered.custom_job),
+        violations=tuple(violations),
+        skipped_checks=skipped,
+    )
+
+
+def _skipped_checks(placement: Placement) -> str:
+    if isinstance(placement, PersistentResourcePlacement):
+        return LIVE_CHECKS_PERSISTENT_RESOURCE
+    return LIVE_CHECKS_FLEX_START
