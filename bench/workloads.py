@@ -60,8 +60,9 @@ def warm_path(submissions: int) -> dict[str, Any]:
 
     callcount.install()
     _quiet_logs()
-    from shared.handlers.dispatch import default_services, dispatch_event
+    from shared.handlers.dispatch import dispatch_event
     from shared.handlers.jobstate import handle_job_event
+    from shared.handlers.services import default_services
 
     services = default_services()
     firestore = os.environ[FIRESTORE_VARIABLE]
@@ -136,7 +137,8 @@ def _outcome(result: Any) -> str:
 def burst(shards: int) -> dict[str, Any]:
     """``shards`` unmatched shard events and one marker, each delivered twice, one instance."""
     _quiet_logs()
-    from shared.handlers.dispatch import default_services, dispatch_event
+    from shared.handlers.dispatch import dispatch_event
+    from shared.handlers.services import default_services
 
     services = default_services()
     generation = time.time_ns() // 1000
@@ -177,8 +179,8 @@ def reconcile_at_scale(runs: int) -> dict[str, Any]:
     """One reconcile tick over ``runs`` active runs whose jobs are spread over two regions."""
     _quiet_logs()
     from shared.adapters import vertex
-    from shared.handlers.dispatch import default_services
     from shared.handlers.reconcile import reconcile
+    from shared.handlers.services import default_services
 
     services = default_services()
     seed_started = time.perf_counter()
@@ -214,8 +216,8 @@ def _seed_runs(services: Any, runs: int) -> list[str]:
     from shared.adapters import clients, vertex
     from shared.adapters.ledger import DEFAULT_COLLECTION, Attempt, Run, RunStatus, run_to_document
     from shared.model import runkeys
-    from shared.model.records import placement_record
     from shared.policy import jobspec
+    from shared.policy.records import placement_record
 
     config = services.config
     template = config.templates["resnet-a100"]

@@ -40,7 +40,7 @@ def load_config_or_report(source: str, command: str, *, as_json: bool) -> Config
     """The config, or None after reporting why it does not load (it names file and key paths)."""
     from google.auth.exceptions import GoogleAuthError
 
-    from shared.config.loader import load_config
+    from shared.adapters.config_source import load_config
     from shared.config.problems import InvalidConfig
     from shared.model.errors import DispatchError
 

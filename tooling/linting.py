@@ -172,7 +172,7 @@ class _Unreadable(Exception):
 def _load(source: str) -> Config:
     from google.auth.exceptions import GoogleAuthError
 
-    from shared.config.loader import load_config
+    from shared.adapters.config_source import load_config
     from shared.config.problems import InvalidConfig
     from shared.model.errors import DispatchError
 

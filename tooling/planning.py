@@ -28,8 +28,8 @@ from cloudevents.http import CloudEvent, from_json
 from shared.config.model import Config, PersistentResourcePlacement, Placement, Template
 from shared.decode import events, routing
 from shared.model.errors import ConfigError, InvalidJobSpec, MalformedEvent, PermanentError
-from shared.model.records import describe_placement, describe_trigger
 from shared.model.triggers import RetryRequest
+from shared.policy.records import describe_placement, describe_trigger
 
 if TYPE_CHECKING:
     from shared.validation import Violation

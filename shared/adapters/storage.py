@@ -1,8 +1,10 @@
-"""The Cloud Storage adapter for datasets: read a manifest, ask whether an object exists.
+"""The Cloud Storage adapter: read an object (a manifest, a config), ask whether one exists.
 
-Errors leave as the project's error tree: a missing or unreadable object the caller can name is a
-``DatasetUnreadable`` (permanent: a human must fix the bucket or the grant); service trouble is
-``BackendUnavailable`` (transient: the event retries).
+Errors leave as the project's error tree, translated in one place (``_translated_errors``): a
+missing or unreadable object is permanent (a human must fix the bucket or the grant): a
+``DatasetUnreadable`` by default, or the error class the caller names (a config that cannot be
+read is a ``ConfigError``); service trouble is ``BackendUnavailable`` (transient: the event
+retries).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from contextlib import contextmanager
 
 from shared.adapters.clients import storage_client
 from shared.decode.manifests import split_gs_uri
-from shared.model.errors import BackendUnavailable, PermanentError
+from shared.model.errors import BackendUnavailable, DispatchError, PermanentError
 
 
 class DatasetUnreadable(PermanentError):
@@ -31,6 +33,15 @@ def read_object(uri: str, max_bytes: int) -> bytes:
     return data
 
 
+def read_text(uri: str, *, unreadable: type[DispatchError], if_missing: str) -> str:
+    """The text of ``gs://bucket/name``; ``unreadable`` (saying ``if_missing`` when it does not
+    exist) when it cannot be read."""
+    bucket, name = split_gs_uri(uri)
+    with _translated_errors(uri, unreadable, if_missing):
+        text: str = storage_client().bucket(bucket).blob(name).download_as_text()
+    return text
+
+
 def object_exists(uri: str) -> bool:
     """True when ``gs://bucket/name`` exists now."""
     bucket, name = split_gs_uri(uri)
@@ -39,17 +50,20 @@ def object_exists(uri: str) -> bool:
 
 
 @contextmanager
-def _translated_errors(uri: str) -> Iterator[None]:
+def _translated_errors(
+    uri: str, unreadable: type[DispatchError] = DatasetUnreadable, if_missing: str = ""
+) -> Iterator[None]:
     from google.api_core import exceptions
 
     try:
         yield
     except exceptions.NotFound:
-        raise DatasetUnreadable(f"{uri} does not exist") from None
+        fix = f"; {if_missing}" if if_missing else ""
+        raise unreadable(f"{uri} does not exist{fix}") from None
     except exceptions.Forbidden as error:
-        raise DatasetUnreadable(
+        raise unreadable(
             f"{uri} cannot be read ({error.message}); grant the function's service account "
             "roles/storage.objectViewer on the bucket"
         ) from None
     except (exceptions.GoogleAPIError, OSError) as error:
-        raise BackendUnavailable(f"Cloud Storage did not answer for {uri}: {error}") from error
+        raise BackendUnavailable(f"Cloud Storage did not return {uri}: {error}") from error

@@ -18,9 +18,9 @@ from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import Any
 
-from shared.adapters.alerts import Alert
 from shared.config.model import AlertWebhook, WebhookFormat
 from shared.logs import log
+from shared.model.alerts import Alert
 
 ALLOWED_SCHEMES = ("https://", "http://")  # never file:// or other urllib schemes
 MAX_ATTEMPTS_SHOWN = 5

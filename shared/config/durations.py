@@ -48,3 +48,8 @@ def describe_duration(duration: timedelta) -> str:
         if seconds and seconds % size == 0:
             return f"{int(seconds // size)}{unit}"
     return f"{seconds:g}s"
+
+
+def age_text(delta: timedelta) -> str:
+    """A duration as whole seconds, for messages: ``"5400s"``."""
+    return f"{int(delta.total_seconds())}s"

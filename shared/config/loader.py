@@ -1,9 +1,11 @@
-"""The configuration file (YAML, on disk or in Cloud Storage) to a validated ``Config``.
+"""The configuration text (YAML) to a validated ``Config``.
 
 - ``parse_config``: text to ``Config``, every rule checked, every problem reported at once in one
   ``InvalidConfig`` (a ``ConfigError``) naming the file, each key path, the rule and the fix;
-- ``load_config``: the same from a path or a ``gs://`` URI;
-- ``config_from_env``: the config named by ``VERTEX_DISPATCH_CONFIG``, loaded once per process.
+- ``read_file_beside``: how templates' files are read when the caller gives no reader.
+
+Reading the config from a path or a ``gs://`` URI, once per process, is the adapter
+``shared.adapters.config_source``.
 
 The sections are read by their own modules (``routes``, ``templates``, ``guards``, ...); this one
 reads the top level and runs the checks that span sections. Nothing here imports a Google Cloud
@@ -12,10 +14,8 @@ client: an event that matches no route must stay cheap (DESIGN.md §5).
 
 from __future__ import annotations
 
-import functools
-import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from shared.config.crosschecks import check_routes
@@ -25,7 +25,6 @@ from shared.config.model import DEFAULT_JOB_EVENTS_TOPIC_ID, Config, Route, Temp
 from shared.config.placements import REGION, REGION_RULE
 from shared.config.problems import Problems, child, item
 from shared.config.routes import read_route
-from shared.config.sources import FileReader, read_source, reader_beside
 from shared.config.templates import TemplateContext, read_template
 from shared.config.watching import (
     read_alert_webhook,
@@ -33,14 +32,14 @@ from shared.config.watching import (
     read_watchdog_grace,
 )
 from shared.config.yamlfile import parse_yaml
-from shared.model.errors import ConfigError
 
-CONFIG_VARIABLE = "VERTEX_DISPATCH_CONFIG"
 TOP_LEVEL_KEYS = frozenset(
     {"project", "region", "alerts_topic", "requests_topic", "completions_topic"}
     | {"job_events_topic", "watchdog_grace", "reconcile_max_runs", "alert_webhook"}
     | {"guards", "routes", "templates"}
 )
+FileReader = Callable[[str], str]  # a reference as written in the config -> the file's text
+
 TOPIC_KEYS = ("alerts_topic", "requests_topic", "completions_topic", "job_events_topic")
 
 PROJECT = re.compile(r"[a-z][a-z0-9-]{4,28}[a-z0-9]")
@@ -48,30 +47,6 @@ PROJECT_RULE = "a project ID: 6 to 30 lowercase letters, digits and -, starting 
 TOPIC_ID = r"(?!goog)[A-Za-z][A-Za-z0-9._~+%-]{2,254}"
 TOPIC = re.compile(rf"(projects/[a-z][a-z0-9-]{{4,28}}[a-z0-9]/topics/)?{TOPIC_ID}")
 TOPIC_RULE = "a topic ID such as training-alerts, or projects/PROJECT/topics/TOPIC"
-
-
-def config_from_env() -> Config:
-    """The config named by ``VERTEX_DISPATCH_CONFIG``, read and validated once per process."""
-    source = os.environ.get(CONFIG_VARIABLE, "").strip()
-    if not source:
-        raise ConfigError(
-            f"{CONFIG_VARIABLE} is not set; set it to the config's path or "
-            "gs://BUCKET/path/config.yaml in the function's environment"
-        )
-    return _load_once(source)
-
-
-@functools.lru_cache(maxsize=4)
-def _load_once(source: str) -> Config:
-    # Keyed by source, so a test (or a redeploy) that points the variable elsewhere reloads.
-    return load_config(source)
-
-
-def load_config(source: str) -> Config:
-    """Read and validate the config at a local path or ``gs://bucket/object``."""
-    text = read_source(source)
-    base_dir = None if source.startswith("gs://") else Path(source).resolve().parent
-    return parse_config(text, source, base_dir, read_file=reader_beside(source, base_dir))
 
 
 def parse_config(
@@ -102,7 +77,7 @@ def parse_config(
     alert_webhook = read_alert_webhook(top.get("alert_webhook"), "alert_webhook", problems)
     guards = read_guards(top.get("guards"), "guards", problems)
     context = TemplateContext(
-        project=project, region=region, read_file=read_file or reader_beside(source, base_dir)
+        project=project, region=region, read_file=read_file or read_file_beside(base_dir)
     )
     templates = _templates(top.get("templates"), problems, context)
     for name, template in templates.items():
@@ -185,6 +160,10 @@ def _routes(value: object, problems: Problems) -> dict[int, Route]:
     return {index: route for index, route in routes.items() if route is not None}
 
 
-def forget_config() -> None:
-    """Drop the config ``config_from_env`` cached, so the next call reads it again (tests)."""
-    _load_once.cache_clear()
+def read_file_beside(base_dir: Path | None) -> FileReader:
+    """Reads the files a config refers to relative to ``base_dir`` (or the current directory)."""
+
+    def read(reference: str) -> str:
+        return ((base_dir or Path.cwd()) / reference).read_text(encoding="utf-8")
+
+    return read

@@ -27,31 +27,28 @@ from __future__ import annotations
 import dataclasses
 import logging
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from shared.adapters import completions
 from shared.adapters import retry_messages as retries
-from shared.adapters.alerts import Severity
 from shared.handlers.rejections import alert_once
 from shared.logs import log
+from shared.model.alerts import Severity
 from shared.model.errors import TransientError
-from shared.model.records import describe_trigger
 from shared.model.runs import (
     Run,
     RunSnapshot,
-    RunStatus,
     unpublished_completion,
     unsent_alerts,
 )
 from shared.model.triggers import JobRequest, ObjectFinalized, RetryRequest, ScheduleTick, Trigger
+from shared.policy.due_retries import RetryCause, due_retry
+from shared.policy.records import describe_trigger
+from shared.policy.timing import RETRY_REPUBLISH_AFTER
 
 if TYPE_CHECKING:
-    from shared.handlers.dispatch import Services
+    from shared.handlers.services import Services
 
-RETRY_REPUBLISH_AFTER = timedelta(minutes=10)
-"""How long a published retry may go unclaimed before it is published again: longer than Pub/Sub
-takes to redeliver a message through its retry policy's longest backoff (600 s)."""
 NO_REQUESTS_TOPIC = "no_requests_topic"
 """The alert reason when a retry is due but the config names no topic to publish it on."""
 
@@ -128,9 +125,11 @@ def _ensure_completion(run: Run, services: Services, failures: list[TransientErr
 def _ensure_retry(
     snapshot: RunSnapshot, services: Services, failures: list[TransientError]
 ) -> bool:
-    run, plan = snapshot.run, snapshot.run.next_retry
-    if run.status is not RunStatus.WAITING_RETRY or plan is None or plan.at > services.now():
-        return False
+    run = snapshot.run
+    due = due_retry(run, services.config.templates.get(run.template), services.now())
+    if due is None or due.cause is not RetryCause.PLANNED:
+        return False  # a recovery is the reconcile tick's to publish
+    plan = due.plan
     topic = services.config.requests_topic
     if topic is None:
         _alert_no_requests_topic(snapshot, services, failures)

@@ -13,67 +13,24 @@ stay cheap.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from cloudevents.http import CloudEvent
 
-from shared.config.loader import config_from_env
-from shared.config.model import Config, Template
+from shared.config.model import Template
 from shared.decode import events, routing
+from shared.handlers.services import Services, default_services
 from shared.logs import log
 from shared.model import runkeys
-from shared.model.errors import ConfigError, PermanentError, RetryRejected, TransientError
+from shared.model.errors import PermanentError, RetryRejected, TransientError
 from shared.model.results import DispatchOutcome, DispatchResult
 from shared.model.triggers import JobRequest, RetryRequest, Trigger
 
 if TYPE_CHECKING:
-    from shared.adapters.ledger import Ledger, Run, RunSnapshot
+    from shared.adapters.ledger import Run, RunSnapshot
 
 logger = logging.getLogger(__name__)
-
-
-class ConfigUnavailable(TransientError):
-    """The configuration cannot be loaded; events retry (and then dead-letter) until it is fixed.
-
-    A broken config is not the event's fault: acknowledging would lose every trigger until the
-    fix, so the event is delivered again instead, and the CRITICAL log line alerts a human.
-    """
-
-
-def _utc_now() -> datetime:
-    return datetime.now(UTC)
-
-
-@dataclass
-class Services:
-    """What dispatch works with: the config, the run ledger (built on first use), a clock."""
-
-    config: Config
-    now: Callable[[], datetime] = _utc_now
-    _ledger: Ledger | None = None
-
-    @property
-    def ledger(self) -> Ledger:
-        if self._ledger is None:
-            from shared.adapters.ledger import default_ledger
-
-            self._ledger = default_ledger(self.config.project)
-        return self._ledger
-
-
-_services: Services | None = None
-
-
-def default_services() -> Services:
-    """This instance's services, for the config ``VERTEX_DISPATCH_CONFIG`` names."""
-    global _services
-    config = _load_config()
-    if _services is None or _services.config is not config:
-        _services = Services(config)
-    return _services
 
 
 def dispatch_event(cloud_event: CloudEvent, services: Services | None = None) -> DispatchResult:
@@ -98,17 +55,9 @@ def dispatch_event(cloud_event: CloudEvent, services: Services | None = None) ->
         return _reject_event(services, cloud_event, trigger, error)
 
 
-def _load_config() -> Config:
-    try:
-        return config_from_env()
-    except ConfigError as error:
-        log(logger, logging.CRITICAL, f"configuration cannot be loaded: {error}")
-        raise ConfigUnavailable(str(error)) from error
-
-
 def _start_run(services: Services, trigger: Trigger, match: routing.RouteMatch) -> DispatchResult:
     from shared.adapters.ledger import Run
-    from shared.model import records
+    from shared.policy import records
 
     labels = {"run_id": match.run_id, "route": match.route, "template": match.template}
     snapshot, created = services.ledger.open_run(
@@ -135,11 +84,10 @@ def _start_run(services: Services, trigger: Trigger, match: routing.RouteMatch) 
 def _continue_run(services: Services, retry: RetryRequest) -> DispatchResult:
     """A retry message: an attempt of a run the ledger knows, validated like any request.
 
-    An attempt already claimed is ``submit_attempt``'s to settle (a redelivery, or the
-    reconciler recovering an intent). A new one starts only if the run awaits it
-    (``submission.retry_awaited``); a retry the run does not await is acknowledged, no job.
+    ``admission.admit_retry`` decides what the message may do; a retry the run does not await
+    is acknowledged without a job.
     """
-    from shared.handlers.submission import retry_awaited
+    from shared.policy.admission import RetryVerdict, admit_retry
 
     snapshot = services.ledger.get_run(retry.run_id)
     if snapshot is None:
@@ -150,53 +98,35 @@ def _continue_run(services: Services, retry: RetryRequest) -> DispatchResult:
     run = snapshot.run
     labels = {"run_id": run.run_id, "route": run.route, "template": run.template}
     template = services.config.templates.get(run.template)
-    claimed = run.attempt(retry.attempt) is not None
-    # The ledger says whether an operator allowed this attempt; a message's own say-so (its
-    # reason) is anyone's who may publish on the requests topic.
-    by_operator = run.operator_grant == retry.attempt
-    if template is not None:
-        # A claimed attempt was within the budget (or granted) when it was claimed.
-        problem = _retry_problem(template, retry, within_budget=by_operator or claimed)
-        if problem is not None:
-            raise problem
-    if claimed:  # a redelivery, or the reconciler recovering an intent
-        if template is None:  # its job, if any, is the job-state function's to follow
-            return _not_awaited(run, retry, labels, "its template left the config")
-        return _submit(
-            services, snapshot, template, run.params, retry, labels, retry.attempt,
-            retry.placement_index,
-        )  # fmt: skip
-    if not retry_awaited(run, retry.attempt, by_operator=by_operator):
-        return _not_awaited(run, retry, labels, "the run does not await it")
-    if template is None:
-        if run.status.is_terminal():
-            return _not_awaited(run, retry, labels, "its template left the config")
-        # A waiting run: every later retry (the reconciler's included) would fail the same way.
-        gone = RetryRejected(
-            f"run {run.run_id} used template {run.template!r}, which the config no longer has; "
-            f"restore the template, then `vertex-dispatch retry {run.run_id}`"
-        )
-        return _end_run(services, snapshot, retry, labels, gone)
-    if by_operator and run.status.is_terminal():
-        from shared.adapters.ledger import RetryPlan
-        from shared.handlers.actions import RETRY_REPUBLISH_AFTER
+    admission = admit_retry(run, template, retry.attempt, retry.placement_index)
+    match admission.verdict:
+        case RetryVerdict.REFUSED:
+            raise RetryRejected(admission.reason)
+        case RetryVerdict.NOT_AWAITED:
+            return _not_awaited(run, retry, labels, admission.reason)
+        case RetryVerdict.END_RUN:
+            return _end_run(services, snapshot, retry, labels, RetryRejected(admission.reason))
+        case RetryVerdict.REOPEN:
+            from shared.model.runs import RetryPlan
+            from shared.policy.timing import RETRY_REPUBLISH_AFTER
 
-        # Should every delivery of this message fail (and dead-letter), the reconciler
-        # publishes the attempt again from then on: a reopened run is never left unmoved.
-        lost_after = RetryPlan(
-            services.now() + RETRY_REPUBLISH_AFTER,
-            retry.attempt,
-            retry.placement_index,
-            "operator retry, republished because its delivery did not claim the attempt",
-        )
-        snapshot = services.ledger.reopen(run.run_id, lost_after)
-        run = snapshot.run
-    log(logger, logging.INFO, "retry received", labels=labels, attempt=retry.attempt)
+            # Should every delivery of this message fail (and dead-letter), the reconciler
+            # publishes the attempt again from then on: a reopened run is never left unmoved.
+            lost_after = RetryPlan(
+                services.now() + RETRY_REPUBLISH_AFTER,
+                retry.attempt,
+                retry.placement_index,
+                "operator retry, republished because its delivery did not claim the attempt",
+            )
+            snapshot = services.ledger.reopen(run.run_id, lost_after)
+    assert template is not None  # RESUME, START and REOPEN need it
+    if admission.verdict is not RetryVerdict.RESUME:
+        log(logger, logging.INFO, "retry received", labels=labels, attempt=retry.attempt)
     return _submit(
         services,
         snapshot,
         template,
-        run.params,
+        snapshot.run.params,
         retry,
         labels,
         retry.attempt,
@@ -215,24 +145,6 @@ def _not_awaited(run: Run, retry: RetryRequest, labels: dict[str, str], why: str
     return DispatchResult(DispatchOutcome.DUPLICATE, run.run_id, detail=detail)
 
 
-def _retry_problem(
-    template: Template, retry: RetryRequest, *, within_budget: bool
-) -> RetryRejected | None:
-    """Why a retry message cannot be acted on, or None; ``within_budget`` lifts the attempt
-    budget (an operator's grant, an attempt already claimed)."""
-    if retry.placement_index >= len(template.placements):
-        return RetryRejected(
-            f"retry of run {retry.run_id} asks for placement {retry.placement_index}, but "
-            f"template {template.name} has {len(template.placements)}"
-        )
-    if retry.attempt > template.retry.attempts and not within_budget:
-        return RetryRejected(
-            f"retry of run {retry.run_id} asks for attempt {retry.attempt}, over the "
-            f"{template.retry.attempts} attempts template {template.name} allows"
-        )
-    return None
-
-
 def _submit(
     services: Services,
     snapshot: RunSnapshot,
@@ -244,7 +156,7 @@ def _submit(
     first_placement: int,
 ) -> DispatchResult:
     from shared.handlers.submission import Submission, submit_attempt
-    from shared.model import records
+    from shared.policy import records
 
     submission = Submission(
         config=services.config,
@@ -281,11 +193,11 @@ def _end_run(
     error: PermanentError,
 ) -> DispatchResult:
     """End an opened run on a permanent error its submission raised; alert once on its id."""
-    from shared.adapters.alerts import AlertReason
     from shared.adapters.ledger import RunStatus
     from shared.adapters.vertex import VertexPermissionDenied
     from shared.handlers.rejections import finish_run
-    from shared.model import records
+    from shared.model.alerts import AlertReason
+    from shared.policy import records
 
     the_run_id = snapshot.run.run_id
     permission = isinstance(error, VertexPermissionDenied)
@@ -343,10 +255,10 @@ def _reject_event(
     services: Services, cloud_event: CloudEvent, trigger: Trigger | None, error: PermanentError
 ) -> DispatchResult:
     """Record a permanent error about the event itself, alert once, and acknowledge it."""
-    from shared.adapters.alerts import AlertReason
     from shared.adapters.ledger import LedgerRejected, Run, RunStatus
     from shared.handlers.rejections import alert_once
-    from shared.model import records
+    from shared.model.alerts import AlertReason
+    from shared.policy import records
 
     run_key = _rejected_run_key(cloud_event, trigger)
     the_run_id = runkeys.run_id(run_key)

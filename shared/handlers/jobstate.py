@@ -15,7 +15,7 @@ is read (DESIGN.md §1):
    recorded in ONE compare-and-set with the decision, so the same hint twice makes one decision:
    a delivery that loses the race gets ``LedgerConflict`` (transient), and its redelivery finds
    the decision made. One exception: a FAILED job without an error that ended less than
-   ``outcomes.ERROR_SETTLE_TIME`` ago is recorded but not decided (DEFERRED): Vertex AI sets the
+   ``timing.ERROR_SETTLE_TIME`` ago is recorded but not decided (DEFERRED): Vertex AI sets the
    error about a minute after the end, and deciding on no error would alert instead of retrying.
    The hint is acknowledged; the reconciler's next tick (or a later hint) reads the job again
    and decides;
@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from shared.adapters.ledger import Attempt, Run, RunSnapshot
     from shared.config.model import Config
     from shared.decode.hints import JobHint
-    from shared.handlers.dispatch import Services
+    from shared.handlers.services import Services
     from shared.policy.classify import Classification
     from shared.policy.decisions import Decision
 
@@ -93,7 +93,7 @@ def handle_job_event(
     rng: random.Random | None = None,
 ) -> JobStateResult:
     """Handle one delivery of a job-state hint; see the module docstring for the contract."""
-    from shared.handlers.dispatch import default_services
+    from shared.handlers.services import default_services
 
     services = services or default_services()
     try:
@@ -162,7 +162,7 @@ def record_job_state(
 ) -> tuple[JobStateResult, RunSnapshot | None]:
     """Record what ``job`` (as just read) means for its run; the run as recorded, when there is
     one, so that the caller ensures its actions (``apply_job_state`` does both)."""
-    from shared.policy.classify import is_terminal
+    from shared.model.jobstates import is_terminal
 
     run_id, attempt_number = _run_and_attempt(job)
     state = job.state.name
@@ -240,7 +240,7 @@ def _run_and_attempt(job: aiplatform_v1.CustomJob) -> tuple[str | None, int | No
 
 
 def _already_recorded(attempt: Attempt, state: str) -> bool:
-    from shared.policy.classify import is_terminal
+    from shared.model.jobstates import is_terminal
 
     if attempt.state != state:
         return False

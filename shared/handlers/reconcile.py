@@ -15,7 +15,7 @@ and let the next tick repeat whatever did not happen. One tick:
      (``jobstate.record_job_state`` on the job as listed, no second read of Vertex AI, eight at
      a time), then ensures the run's actions;
    - a retry message on the requests topic for every run whose intent outlived
-     ``submission.INTENT_LEASE`` without a job (dispatch reattaches by label or takes over), or
+     ``timing.INTENT_LEASE`` without a job (dispatch reattaches by label or takes over), or
      that was accepted but never claimed; published again only ``RECOVERY_REPUBLISH_AFTER``
      (10 min) later, noted on the run, so a slow dispatch is not handed a copy every tick;
    - the watchdog: a FLEX_START job QUEUED or PENDING longer than its max wait plus
@@ -56,20 +56,21 @@ from typing import TYPE_CHECKING, Any
 
 from shared.adapters import retry_messages as retries
 from shared.adapters import vertex
-from shared.adapters.alerts import Alert, send_alert
+from shared.adapters.alerts import send_alert
 from shared.adapters.ledger import LedgerConflict, Run, RunSnapshot, RunStatus
 from shared.aiplatform import CustomJob
+from shared.config.durations import age_text
 from shared.handlers import actions, jobstate
 from shared.handlers.rejections import attempts_summary
 from shared.logs import log
+from shared.model.alerts import Alert
 from shared.model.errors import DispatchError
+from shared.policy.due_retries import DueRetry
 from shared.policy.reconcile_plan import (
-    DueRetry,
     Listing,
     OverdueWait,
     StateChange,
     StuckIntent,
-    age_text,
     plan_listings,
     plan_tick,
 )
@@ -77,7 +78,7 @@ from shared.policy.reconcile_plan import (
 if TYPE_CHECKING:
     from cloudevents.abstract import CloudEvent
 
-    from shared.handlers.dispatch import Services
+    from shared.handlers.services import Services
 
 ACTIVE_STATUSES: tuple[RunStatus, ...] = (
     RunStatus.ACCEPTED,
@@ -128,7 +129,7 @@ class ReconcileReport:
 
 def run_reconcile(cloud_event: CloudEvent, services: Services | None = None) -> ReconcileReport:
     """The Cloud Scheduler tick (through Pub/Sub): one reconcile; the event's content is unused."""
-    from shared.handlers.dispatch import default_services
+    from shared.handlers.services import default_services
 
     services = services or default_services()
     return reconcile(services, services.now())

@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from shared.adapters.alerts import Alert, Severity, send_alert
+from shared.adapters.alerts import send_alert
 from shared.adapters.ledger import Ledger, Run, RunSnapshot, RunStatus
 from shared.config.model import Config
+from shared.model.alerts import Alert, Severity
 
 
 def attempts_summary(run: Run) -> tuple[Mapping[str, Any], ...]:

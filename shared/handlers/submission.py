@@ -21,35 +21,28 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from shared import validation
 from shared.adapters import vertex
-from shared.adapters.alerts import AlertReason
 from shared.adapters.ledger import (
     CREATE_FAILED_STATE,
-    LIVE_STATUSES,
     Attempt,
     Ledger,
     RetryPlan,
-    Run,
     RunSnapshot,
     RunStatus,
 )
 from shared.config.model import Config, PersistentResourcePlacement, Placement, Template
 from shared.handlers.rejections import alert_once, finish_run
 from shared.logs import log
+from shared.model.alerts import AlertReason
 from shared.model.errors import InvalidJobSpec, TransientError
-from shared.model.records import describe_placement, placement_record
 from shared.model.results import DispatchOutcome, DispatchResult
 from shared.policy import jobspec
 from shared.policy.machines import preemptible_quota_metric
-
-INTENT_LEASE = timedelta(minutes=5)
-"""How long an intent without a job is presumed to be in the hands of a live delivery.
-
-Longer than any create call (60 s timeout) plus the ledger writes around it, so a takeover never
-races a creator that is still working."""
+from shared.policy.records import describe_placement, placement_record
+from shared.policy.timing import INTENT_LEASE
 
 logger = logging.getLogger(__name__)
 
@@ -86,25 +79,6 @@ def submit_attempt(
         if reattached is not None:
             return reattached
     return _walk_placements(submission, snapshot, attempt_number, first_placement)
-
-
-def retry_awaited(run: Run, attempt_number: int, *, by_operator: bool) -> bool:
-    """Whether a retry message for ``attempt_number`` may start, or resume, that attempt.
-
-    An attempt already claimed is ``submit_attempt``'s to sort out (duplicate, reattach or take
-    over). A new one may start only while no job of the run is live, and only if the run awaits
-    it: the retry its last decision planned, its first attempt never claimed, or an operator's.
-    Anything else (a retry for attempt 3 while attempt 2 runs) would be a second GPU job.
-    """
-    if run.attempt(attempt_number) is not None:
-        return True
-    if run.status in LIVE_STATUSES:
-        return False
-    if by_operator:
-        return True
-    if run.status is RunStatus.WAITING_RETRY:
-        return run.next_retry is not None and run.next_retry.attempt == attempt_number
-    return run.status is RunStatus.ACCEPTED and not run.attempts and attempt_number == 1
 
 
 def _reattach(

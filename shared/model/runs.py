@@ -39,7 +39,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from shared.model.errors import PermanentError, TransientError
-from shared.policy.classify import is_terminal as is_terminal_job_state
+from shared.model.jobstates import JobStateName
+from shared.model.jobstates import is_terminal as is_terminal_job_state
 
 INTENT_STATE = "INTENT"
 """An attempt's state between its claim and the moment its job is known."""
@@ -396,9 +397,9 @@ def with_notice(run: Run, notice: str) -> Run:
 
 
 _STATUS_OF_LIVE_JOB_STATE: dict[str, RunStatus] = {
-    "JOB_STATE_QUEUED": RunStatus.SUBMITTED,
-    "JOB_STATE_PENDING": RunStatus.SUBMITTED,
-    "JOB_STATE_RUNNING": RunStatus.RUNNING,
+    JobStateName.QUEUED: RunStatus.SUBMITTED,
+    JobStateName.PENDING: RunStatus.SUBMITTED,
+    JobStateName.RUNNING: RunStatus.RUNNING,
 }
 
 

@@ -44,7 +44,6 @@ retried, like an infrastructure failure, only when the template's ``retry.retry_
 
 from __future__ import annotations
 
-import enum
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -53,19 +52,17 @@ from typing import TYPE_CHECKING, Any, Final
 
 from shared.config.model import FailureClass
 from shared.model.errors import PermanentError
+from shared.model.jobstates import TERMINAL_STATES, JobStateName, is_terminal
+from shared.policy.timing import ERROR_SETTLE_TIME, SERVICE_EXPIRY_WINDOW
 
 if TYPE_CHECKING:
-    from google.cloud import aiplatform_v1
+    from shared.aiplatform import CustomJob
 
-SUCCEEDED_STATE: Final = "JOB_STATE_SUCCEEDED"
-FAILED_STATE: Final = "JOB_STATE_FAILED"
-CANCELLED_STATE: Final = "JOB_STATE_CANCELLED"
-EXPIRED_STATE: Final = "JOB_STATE_EXPIRED"
-PARTIALLY_SUCCEEDED_STATE: Final = "JOB_STATE_PARTIALLY_SUCCEEDED"
-
-TERMINAL_STATES: Final[frozenset[str]] = frozenset(
-    {SUCCEEDED_STATE, FAILED_STATE, CANCELLED_STATE, EXPIRED_STATE, PARTIALLY_SUCCEEDED_STATE}
-)
+SUCCEEDED_STATE: Final = JobStateName.SUCCEEDED
+FAILED_STATE: Final = JobStateName.FAILED
+CANCELLED_STATE: Final = JobStateName.CANCELLED
+EXPIRED_STATE: Final = JobStateName.EXPIRED
+PARTIALLY_SUCCEEDED_STATE: Final = JobStateName.PARTIALLY_SUCCEEDED
 
 # google.rpc.Code numbers and names, for summaries a human reads.
 RPC_CODE_NAMES: Final[Mapping[int, str]] = {
@@ -91,21 +88,6 @@ PERMISSION_CODES: Final[frozenset[int]] = frozenset({7, 16})
 
 SUMMARY_MESSAGE_CHARS: Final = 160
 
-ERROR_SETTLE_TIME: Final = timedelta(minutes=3)
-"""How long after its end a FAILED job without an error is not decided yet.
-
-Google's "Understand the custom training service" page
-(https://cloud.google.com/vertex-ai/docs/training/understanding-training-service): "About one
-minute after a job ends, Vertex AI sets the error code on the training job object, based on the
-exit code." A read in that minute (a log-sink hint comes right at the end) sees FAILED with no
-error, which is UNKNOWN and alerted instead of retried. Three times the stated minute leaves room
-for "about" and for a reconcile tick to come round; after it, no error is the service's answer.
-"""
-SERVICE_EXPIRY_WINDOW: Final = timedelta(minutes=10)
-"""A CANCELLED FLEX_START job that never started counts as a service-side max-wait expiry only
-when it ended this soon after its deadline: the service ends a job when its wait runs out, while
-the reconciler's watchdog cancels only after the max wait plus ``watchdog_grace`` (30 minutes by
-default) and a human may cancel at any time. Ten minutes absorbs the service's own delay."""
 WAIT_RAN_OUT_RULE: Final = "FLEX_START never started and ended past its max wait"
 QUOTA_METRIC: Final = re.compile(r"aiplatform\.googleapis\.com/[a-z0-9_]+")
 
@@ -243,17 +225,11 @@ class Classification:
         return {"code": self.code, "message": self.message, "class": self.failure.value}
 
 
-def is_terminal(state: str | enum.Enum) -> bool:
-    """Whether a JobState (member or name) is final: the job will not change any more."""
-    name = state.name if isinstance(state, enum.Enum) else state
-    return name in TERMINAL_STATES
-
-
 CANCEL_REQUESTED_RULE = "cancel requested by us"
 
 
 def classify(
-    job: aiplatform_v1.CustomJob,
+    job: CustomJob,
     *,
     max_wait: timedelta | None = None,
     cancel_requested: bool = False,
@@ -275,9 +251,7 @@ def classify(
     return classify_error(state, job.error.code, job.error.message, job_name=job.name)
 
 
-def _failed_as(
-    job: aiplatform_v1.CustomJob, failure: FailureClass, evidence: str
-) -> Classification:
+def _failed_as(job: CustomJob, failure: FailureClass, evidence: str) -> Classification:
     """``job``'s end as ``failure``, by a rule about the job rather than its error's text."""
     state, code, message = job.state.name, job.error.code, job.error.message
     return Classification(
@@ -292,7 +266,7 @@ def _failed_as(
 
 
 def wait_ran_out(
-    job: aiplatform_v1.CustomJob,
+    job: CustomJob,
     max_wait: timedelta | None,
     *,
     cancel_requested: bool = False,
@@ -317,7 +291,7 @@ def wait_ran_out(
     return True
 
 
-def error_pending(job: aiplatform_v1.CustomJob, now: datetime) -> timedelta | None:
+def error_pending(job: CustomJob, now: datetime) -> timedelta | None:
     """How much longer to wait for the error of a FAILED ``job`` that has none yet; None when
     the job is to be decided now (it has an error, is not FAILED, or ended long enough ago).
 

@@ -34,14 +34,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Final
 
-from shared.adapters.alerts import AlertReason, Severity
 from shared.config.durations import describe_duration
 from shared.config.model import FailureClass, FlexStartPlacement, Placement, Template
+from shared.model.alerts import AlertReason, Severity
 from shared.model.errors import PermanentError
-from shared.model.records import describe_placement, placement_record
 from shared.model.runs import Attempt, InvalidTransition, RetryPlan, Run, RunStatus
 from shared.policy.classify import PERMISSION_CODES, Classification, quota_metric
 from shared.policy.machines import preemptible_quota_metric
+from shared.policy.records import describe_placement, placement_record
 
 EXPLANATION_CHARS: Final = 300
 

@@ -8,38 +8,22 @@ are stuck) is tested as a table of cases without a server.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from shared.adapters.ledger import LIVE_STATUSES, Attempt, RetryPlan, Run, RunStatus
-from shared.aiplatform import CustomJob, JobState, Scheduling
+from shared.aiplatform import CustomJob, Scheduling
 from shared.config.durations import parse_duration
 from shared.config.model import Template
-from shared.handlers.submission import INTENT_LEASE
-from shared.model.runs import is_older_news
-from shared.policy import classify as outcomes
-from shared.policy import decisions, jobspec
-
-WAITING_STATES = frozenset({JobState.JOB_STATE_QUEUED.name, JobState.JOB_STATE_PENDING.name})
-
-LIST_WINDOW_MARGIN = timedelta(minutes=10)
-"""Listed jobs are created after their intent; the margin absorbs clock skew between machines."""
-FLEX_START_DEFAULT_MAX_WAIT = timedelta(days=1)  # what Vertex AI applies when none is set
-RECOVERY_REPUBLISH_AFTER = timedelta(minutes=10)
-"""A recovery retry is published again only this long after the last one: dispatch acts on one
-in seconds, so a run still stuck by then lost it. Every tick would hand a slow, backlogged
-dispatch one more copy per stuck run (what sank the first 2,000-trigger soak, for hints)."""
-STUCK_INTENT_ALERT_AFTER = timedelta(minutes=30)
-"""Recovery of a stale intent is tried from INTENT_LEASE on; a human is told once it lasts this."""
-
-
-class RetryCause(enum.StrEnum):
-    """Why the reconciler publishes a retry message."""
-
-    STALE_INTENT = "stale_intent"  # an intent outlived the lease with no job recorded
-    NEVER_CLAIMED = "never_claimed"  # the run was accepted but no attempt was ever claimed
+from shared.model.jobstates import WAITING_STATES, is_terminal
+from shared.model.runs import LIVE_STATUSES, Attempt, Run, RunStatus, is_older_news
+from shared.policy import jobspec
+from shared.policy.due_retries import DueRetry, RetryCause, due_retry
+from shared.policy.timing import (
+    FLEX_START_DEFAULT_MAX_WAIT,
+    LIST_WINDOW_MARGIN,
+    STUCK_INTENT_ALERT_AFTER,
+)
 
 
 @dataclass(frozen=True)
@@ -58,15 +42,6 @@ class StateChange:
     run_id: str
     job_name: str
     observed_state: str
-
-
-@dataclass(frozen=True)
-class DueRetry:
-    """A retry message to publish for a run."""
-
-    run_id: str
-    plan: RetryPlan
-    cause: RetryCause
 
 
 @dataclass(frozen=True)
@@ -142,8 +117,9 @@ def plan_tick(
     stuck: list[StuckIntent] = []
     unlisted: list[str] = []
     for run in runs:
-        retry = _due_retry(run, templates.get(run.template), now)
-        if retry is not None:
+        retry = due_retry(run, templates.get(run.template), now)
+        # A planned retry is the owed actions' to publish (the tick runs them on every run).
+        if retry is not None and retry.cause is not RetryCause.PLANNED:
             due.append(retry)
         last = run.last_attempt
         if last is None:
@@ -178,52 +154,7 @@ def _changed(run: Run, job: CustomJob) -> bool:
     state = job.state.name
     if state != last.state:
         return True
-    return outcomes.is_terminal(state) and last.decision is None and run.status in LIVE_STATUSES
-
-
-def _due_retry(run: Run, template: Template | None, now: datetime) -> DueRetry | None:
-    """A retry for a run that no delivery is moving on; backoffs are ``ensure_actions``' job."""
-    last = run.last_attempt
-    if run.status is RunStatus.ACCEPTED and last is None:
-        accepted_at = run.created_at or now
-        if now - accepted_at < INTENT_LEASE or _recovery_in_flight(run, accepted_at, now):
-            return None
-        reason = f"reconcile: accepted {age_text(now - accepted_at)} ago and never claimed"
-        return DueRetry(run.run_id, RetryPlan(now, 1, 0, reason), RetryCause.NEVER_CLAIMED)
-    if run.status is RunStatus.SUBMITTING and last is not None and last.job_name is None:
-        age = now - last.intent_at
-        if age < INTENT_LEASE or _recovery_in_flight(run, last.intent_at, now):
-            return None
-        index = placement_index(template, last)
-        reason = f"reconcile: attempt {last.number} has had no job for {age_text(age)}"
-        return DueRetry(
-            run.run_id, RetryPlan(now, last.number, index, reason), RetryCause.STALE_INTENT
-        )
-    return None
-
-
-def _recovery_in_flight(run: Run, since: datetime, now: datetime) -> bool:
-    """A recovery retry for the present condition (published after ``since``) went out less
-    than ``RECOVERY_REPUBLISH_AFTER`` ago: dispatch has it, or will."""
-    published = run.recovery_published_at
-    return (
-        published is not None
-        and published >= since
-        and now - published < (RECOVERY_REPUBLISH_AFTER)
-    )
-
-
-def placement_index(template: Template | None, attempt: Attempt) -> int:
-    """Where ``attempt``'s placement sits in the chain; 0 (start over) when the chain changed.
-
-    Dispatch refuses a retry naming a template that is gone, and alerts: nothing is lost.
-    """
-    if template is None:
-        return 0
-    try:
-        return decisions.placement_index(template, attempt)
-    except decisions.PlacementNotInChain:
-        return 0
+    return is_terminal(state) and last.decision is None and run.status in LIVE_STATUSES
 
 
 def _overdue_wait(
@@ -264,7 +195,7 @@ def flex_start_max_wait(job: CustomJob, attempt: Attempt | None = None) -> timed
 
 def _recorded_max_wait(attempt: Attempt | None) -> tuple[bool, timedelta | None]:
     """(whether the ledger says, the max wait) of ``attempt``'s recorded placement
-    (``shared.model.records.placement_record``: ``{"flex_start": {"max_wait": "7200s", ...}}`` or
+    (``shared.policy.records.placement_record``: ``{"flex_start": {"max_wait": "7200s", ...}}`` or
     ``{"persistent_resource": ...}``); the max wait is None when it waits forever ("0s") or the
     placement is not FLEX_START."""
     placement = attempt.placement if attempt is not None else None
@@ -280,8 +211,3 @@ def _recorded_max_wait(attempt: Attempt | None) -> tuple[bool, timedelta | None]
     except ValueError:
         return False, None
     return True, (max_wait if max_wait > timedelta(0) else None)  # 0 waits forever
-
-
-def age_text(delta: timedelta) -> str:
-    """A duration as whole seconds, for messages: ``"5400s"``."""
-    return f"{int(delta.total_seconds())}s"

@@ -23,7 +23,7 @@ ON_REQUEST_IMPORTS = (
     "import main\n"
     "from shared.adapters import alerts, ledger, retry_messages\n"
     "from shared.handlers import rejections, submission\n"
-    "from shared.model import records"
+    "from shared.policy import records"
 )
 
 

@@ -11,7 +11,7 @@ import hcl2
 import pytest
 
 import tooling
-from shared.config.loader import load_config
+from shared.adapters.config_source import load_config
 from shared.config.model import Config, ScheduleRoute
 from tooling import deployplan
 

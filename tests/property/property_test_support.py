@@ -39,7 +39,7 @@ from typing import Any, Final
 from cloudevents.http import CloudEvent
 from hypothesis import strategies as st
 
-from shared.config.loader import load_config
+from shared.adapters.config_source import load_config
 from shared.config.model import (
     Config,
     FlexStartPlacement,
@@ -792,7 +792,7 @@ def run_pipeline(
     retry on the placement it names. A ``PermanentError`` becomes a refused ``Outcome``; any
     other exception escapes, which is what the property tests exist to catch.
     """
-    from shared.handlers import dispatch
+    from shared.policy.admission import retry_problem
 
     try:
         trigger = decode(event)
@@ -810,9 +810,15 @@ def run_pipeline(
             snapshot.run.operator_grant == trigger.attempt
             or snapshot.run.attempt(trigger.attempt) is not None
         )
-        problem = dispatch._retry_problem(template, trigger, within_budget=within_budget)
+        problem = retry_problem(
+            trigger.run_id,
+            template,
+            trigger.attempt,
+            trigger.placement_index,
+            within_budget=within_budget,
+        )
         if problem is not None:
-            return Outcome("refused", "retry", problem, trigger)
+            return Outcome("refused", "retry", RetryRejected(problem), trigger)
         return _rendered(
             config,
             Outcome(

@@ -20,7 +20,7 @@ from cloudevents.http import CloudEvent
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shared.config.loader import load_config
+from shared.adapters.config_source import load_config
 from shared.config.model import Config
 from shared.decode import routing
 from shared.decode.events import PUBSUB_PUBLISHED, decode

@@ -41,7 +41,7 @@ def test_rendering_and_validating_a_job_imports_only_the_services_it_uses() -> N
     report = run_python(
         f"""
         import json, sys
-        from shared.config.loader import load_config
+        from shared.adapters.config_source import load_config
         from shared.policy.jobspec import render_job
         from shared.validation import validate_spec
 

@@ -8,7 +8,6 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from shared.adapters.alerts import AlertReason
 from shared.adapters.ledger import Attempt, InvalidTransition, RetryPlan, Run, RunStatus
 from shared.config.model import (
     FailureClass,
@@ -18,7 +17,7 @@ from shared.config.model import (
     RetryPolicy,
     Template,
 )
-from shared.model.records import placement_record
+from shared.model.alerts import AlertReason
 from shared.policy.classify import Classification, classify_error
 from shared.policy.decisions import (
     Decision,
@@ -27,6 +26,7 @@ from shared.policy.decisions import (
     decide,
     placement_index,
 )
+from shared.policy.records import placement_record
 
 NOW = datetime(2026, 12, 1, 3, 0, tzinfo=UTC)
 PERSISTENT = PersistentResourcePlacement("a100-pool")

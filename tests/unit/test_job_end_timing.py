@@ -26,8 +26,8 @@ from google.rpc import status_pb2
 
 from shared.config.loader import parse_config
 from shared.config.model import FailureClass
-from shared.handlers.dispatch import Services
 from shared.handlers.jobstate import JobStateOutcome, record_job_state
+from shared.handlers.services import Services
 from shared.model.runs import (
     Attempt,
     AttemptOutcome,
@@ -38,14 +38,13 @@ from shared.model.runs import (
     with_observed_state,
 )
 from shared.policy.classify import (
-    ERROR_SETTLE_TIME,
-    SERVICE_EXPIRY_WINDOW,
     WAIT_RAN_OUT_RULE,
     classify,
     error_pending,
     wait_ran_out,
 )
 from shared.policy.reconcile_plan import StateChange, plan_tick
+from shared.policy.timing import ERROR_SETTLE_TIME, SERVICE_EXPIRY_WINDOW
 from vertex_ai_emulator import failures
 
 CREATED = datetime(2026, 12, 1, 2, 0, tzinfo=UTC)

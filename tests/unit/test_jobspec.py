@@ -311,7 +311,7 @@ def test_display_name_is_truncated_to_128() -> None:
 def test_the_experiment_follows_the_region_of_each_placement() -> None:
     from pathlib import Path
 
-    from shared.config.loader import load_config
+    from shared.adapters.config_source import load_config
 
     config = load_config(str(Path(__file__).parents[2] / "examples" / "config.yaml"))
     template = config.templates["resnet-a100"]

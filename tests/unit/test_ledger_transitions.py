@@ -247,7 +247,7 @@ def test_only_a_run_waiting_for_an_attempt_is_cancelled_in_the_ledger_alone(
 
 def test_a_reopened_run_waits_for_the_operators_attempt_so_a_lost_delivery_is_republished() -> None:
     from shared.adapters.ledger import with_reopened
-    from shared.handlers.submission import retry_awaited
+    from shared.policy.admission import retry_awaited
 
     plan = RetryPlan(T0, 2, 0, "operator retry, republished because its delivery was lost")
     failed = run(RunStatus.FAILED, replace(attempt(1, JOB_1, "JOB_STATE_FAILED"), decision={}))

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from shared.adapters.alerts import Alert, Severity
 from shared.adapters.webhook import alert_text, notify
 from shared.config.model import AlertWebhook, WebhookFormat
+from shared.model.alerts import Alert, Severity
 
 URL_ENV = "ALERT_WEBHOOK_URL"
 PARENT = "projects/123456789012/locations/us-central1"

@@ -14,7 +14,8 @@ import pytest
 from cloudevents.http import CloudEvent
 from functions_framework import event_conversion
 
-from shared.config.loader import load_config, parse_config
+from shared.adapters.config_source import load_config
+from shared.config.loader import parse_config
 from shared.config.model import Config
 from shared.model.errors import MalformedEvent
 from shared.model.runkeys import dataset_run_key, run_id
@@ -437,7 +438,7 @@ def test_an_unmatched_event_does_not_import_vertex_ai(tmp_path: Path) -> None:
     shard = {**STRUCTURED_MARKER, "subject": f"objects/{shard_name}", "data": data}
     event.write_text(json.dumps(shard))
     script = (
-        "import sys; from shared.config.loader import load_config; "
+        "import sys; from shared.adapters.config_source import load_config; "
         "from tooling.planning import plan_event_json; "
         f"plan = plan_event_json(load_config({str(EXAMPLE_CONFIG)!r}), "
         f"open({str(event)!r}).read()); "

@@ -12,11 +12,10 @@ from google.cloud.aiplatform_v1 import CustomJob
 
 from shared.adapters.ledger import Attempt, RetryPlan, Run, RunStatus
 from shared.config.model import FlexStartPlacement, PersistentResourcePlacement, Template
+from shared.policy.due_retries import DueRetry, RetryCause
 from shared.policy.reconcile_plan import (
-    DueRetry,
     Listing,
     OverdueWait,
-    RetryCause,
     StateChange,
     StuckIntent,
     TickPlan,

@@ -1,4 +1,4 @@
-"""shared.model.records: the plain maps the ledger stores and the one-liners alerts show."""
+"""shared.policy.records: the plain maps the ledger stores and the one-liners alerts show."""
 
 from __future__ import annotations
 
@@ -13,13 +13,13 @@ from shared.config.model import (
     PersistentResourcePlacement,
     Placement,
 )
-from shared.model.records import (
+from shared.model.triggers import JobRequest, ObjectFinalized, RetryRequest, ScheduleTick, Trigger
+from shared.policy.records import (
     describe_placement,
     describe_trigger,
     placement_record,
     trigger_record,
 )
-from shared.model.triggers import JobRequest, ObjectFinalized, RetryRequest, ScheduleTick, Trigger
 
 MARKER = ObjectFinalized(
     bucket="acme-datasets",

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pytest
 
 from shared.adapters.ledger import Attempt, RetryPlan, Run, RunStatus
-from shared.handlers.submission import retry_awaited
+from shared.policy.admission import retry_awaited
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 

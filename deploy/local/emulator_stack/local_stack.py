@@ -45,7 +45,7 @@ from emulator_stack.stack import EmulatorStack, start_emulators
 from emulator_stack.storage import StorageEmulator
 from emulator_stack.vertex_ai import VertexAIEmulator, start_vertex_ai_emulator
 from emulator_stack.wiring import RECONCILE_TICKS_TOPIC_ID, PubSubWiring, PushRoute, topic_path
-from shared.config.loader import load_config
+from shared.adapters.config_source import load_config
 from shared.config.model import Config, GcsRoute, ScheduleRoute
 
 EMULATORS = ("pubsub", "firestore", "storage", "vertex-ai")

@@ -11,14 +11,15 @@ import pytest
 
 from emulator_stack import LOCAL_PROJECT, PubSubEmulator
 from shared.adapters import alerts, clients
+from shared.model.alerts import Alert, AlertReason, Severity
 from shared.model.errors import TransientError
 
-NO_PLACEMENT = alerts.Alert(
+NO_PLACEMENT = Alert(
     run_id="r-0123456789abcdef01234567",
     run_key="gcs:acme-datasets/imagenet/2026-12-01/@1733100000000000",
     template="resnet-a100",
     trigger="gs://acme-datasets/imagenet/2026-12-01/_SUCCESS (generation 1733100000000000)",
-    reason=alerts.AlertReason.NO_PLACEMENT,
+    reason=AlertReason.NO_PLACEMENT,
     message="no placement can take the job: a100-pool is full (2 of 2 replicas used), "
     "FLEX_START in us-central1 waited 2h",
     what_to_do="add a placement to templates.resnet-a100.placement or raise max_wait",
@@ -31,7 +32,7 @@ NO_PLACEMENT = alerts.Alert(
             "error": {"message": "resource full"},
         },
     ),
-    severity=alerts.Severity.CRITICAL,
+    severity=Severity.CRITICAL,
 )
 
 
@@ -112,22 +113,22 @@ def test_an_alert_that_cannot_be_published_is_transient_and_still_logged(
 @pytest.mark.parametrize(
     ("template", "severity", "expected_template", "expected_severity"),
     [
-        ("resnet-a100", alerts.Severity.ERROR, "resnet-a100", "ERROR"),
-        (None, alerts.Severity.CRITICAL, "", "CRITICAL"),
+        ("resnet-a100", Severity.ERROR, "resnet-a100", "ERROR"),
+        (None, Severity.CRITICAL, "", "CRITICAL"),
     ],
 )
 def test_attributes_are_strings_even_without_a_template(
     template: str | None,
-    severity: alerts.Severity,
+    severity: Severity,
     expected_template: str,
     expected_severity: str,
 ) -> None:
-    alert = alerts.Alert(
+    alert = Alert(
         run_id="r-1",
         run_key="pubsub:msg-1",
         template=template,
         trigger="message msg-1",
-        reason=alerts.AlertReason.INVALID_REQUEST,
+        reason=AlertReason.INVALID_REQUEST,
         message="the body is not JSON",
         what_to_do="send a JSON object",
         severity=severity,

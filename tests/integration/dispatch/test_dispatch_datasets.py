@@ -25,8 +25,8 @@ from dispatch_test_support import (
 )
 
 from shared.adapters import clients
-from shared.adapters.alerts import AlertReason
 from shared.adapters.ledger import Ledger, RunStatus
+from shared.model.alerts import AlertReason
 from shared.model.runkeys import dataset_run_key, run_id
 
 GENERATION = 1733100000000000

@@ -24,10 +24,10 @@ from dispatch_test_support import (
     message_published,
 )
 
-from shared.adapters.alerts import AlertReason
 from shared.adapters.ledger import INTENT_STATE, AttemptOutcome, Ledger, RetryPlan, RunStatus
-from shared.handlers.submission import INTENT_LEASE
+from shared.model.alerts import AlertReason
 from shared.model.runkeys import request_run_key, run_id
+from shared.policy.timing import INTENT_LEASE
 
 DATASET = "gs://dispatch-it-datasets/datasets/recovery/"
 

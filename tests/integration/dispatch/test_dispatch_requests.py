@@ -26,8 +26,8 @@ from dispatch_test_support import (
     persistent_resource,
 )
 
-from shared.adapters.alerts import SCHEMA, AlertReason
 from shared.adapters.ledger import Ledger, RunStatus
+from shared.model.alerts import SCHEMA, AlertReason
 from shared.model.runkeys import request_run_key, run_id, schedule_run_key
 
 DATASET = "gs://dispatch-it-datasets/datasets/requested/"

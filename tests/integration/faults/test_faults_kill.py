@@ -31,8 +31,8 @@ from faults_test_support import (
 )
 
 from shared.adapters.ledger import INTENT_STATE, Ledger, RunStatus
-from shared.handlers.submission import INTENT_LEASE
 from shared.model.runkeys import request_run_key, run_id
+from shared.policy.timing import INTENT_LEASE
 
 DATASET = "gs://dispatch-it-datasets/datasets/killed/"
 HELD_ANSWER_MS = 2500

@@ -28,7 +28,8 @@ from shared import logs
 from shared.adapters import clients
 from shared.adapters.ledger import Ledger
 from shared.config.loader import parse_config
-from shared.handlers.dispatch import Services, dispatch_event
+from shared.handlers.dispatch import dispatch_event
+from shared.handlers.services import Services
 
 TOKEN = "T0KEN-s3cr3t-4f9c2b"
 URL_VARIABLE = "HOSTILE_ALERT_WEBHOOK_URL"

@@ -27,13 +27,14 @@ from cloudevents.http import CloudEvent
 
 from emulator_stack import LOCAL_PROJECT, FirestoreEmulator
 from shared.adapters import clients
-from shared.adapters.alerts import Alert
 from shared.adapters.ledger import Ledger, Run, RunStatus
 from shared.config.loader import parse_config
 from shared.decode import events
 from shared.handlers import rejections
-from shared.handlers.dispatch import Services, dispatch_event
-from shared.model import records
+from shared.handlers.dispatch import dispatch_event
+from shared.handlers.services import Services
+from shared.model.alerts import Alert
+from shared.policy import records
 
 DISPATCH_CONFIG = Path(__file__).parents[1] / "dispatch" / "configs" / "dispatch.yaml"
 REQUEST = {"template": "flex-a100", "params": {"dataset_uri": "gs://dispatch-it-datasets/x/"}}

@@ -17,9 +17,9 @@ from jobstate_test_support import Subscription, VertexAdmin
 
 from emulator_stack import LOCAL_PROJECT, FirestoreEmulator, PubSubEmulator, VertexAIEmulator
 from shared.adapters import clients
-from shared.config.loader import load_config
+from shared.adapters.config_source import load_config
 from shared.config.model import Config
-from shared.handlers.dispatch import Services
+from shared.handlers.services import Services
 
 CONFIG = Path(__file__).parent / "configs" / "jobstate.yaml"
 

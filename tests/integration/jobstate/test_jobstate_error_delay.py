@@ -6,7 +6,7 @@ emulator reproduces it with ``error_delay: 60s`` (set here through its admin API
 end reads FAILED with no error: the job-state function records the end, decides nothing, returns
 normally (the hint is acknowledged, no redelivery), and the reconciler's plan still sees the run
 as a change to revisit. The next read decides on the error; a job whose error never comes is
-decided UNKNOWN once ``outcomes.ERROR_SETTLE_TIME`` has passed. A FLEX_START job whose max wait ran
+decided UNKNOWN once ``timing.ERROR_SETTLE_TIME`` has passed. A FLEX_START job whose max wait ran
 out needs no error: it moves to the next placement at once.
 
 The job-state function's clock is the emulator's simulated clock here (``services.now``), as the
@@ -25,11 +25,13 @@ from jobstate_test_support import Subscription, VertexAdmin, job_request, job_st
 
 from shared.adapters import vertex as vertex_api
 from shared.adapters.ledger import Run, RunStatus
-from shared.handlers.dispatch import Services, dispatch_event
+from shared.handlers.dispatch import dispatch_event
 from shared.handlers.jobstate import JobStateOutcome, JobStateResult, handle_job_event
+from shared.handlers.services import Services
 from shared.model.runkeys import request_run_key, run_id
-from shared.policy.classify import ERROR_SETTLE_TIME, WAIT_RAN_OUT_RULE
+from shared.policy.classify import WAIT_RAN_OUT_RULE
 from shared.policy.reconcile_plan import StateChange, plan_tick
+from shared.policy.timing import ERROR_SETTLE_TIME
 
 TEMPLATE = "two-regions"
 A100 = "NVIDIA_TESLA_A100"

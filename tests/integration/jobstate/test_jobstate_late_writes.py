@@ -20,11 +20,13 @@ from jobstate_test_support import Subscription, VertexAdmin, job_request
 
 from shared.adapters import vertex as vertex_api
 from shared.adapters.ledger import AttemptOutcome, RetryPlan, RunSnapshot, RunStatus
-from shared.handlers.actions import RETRY_REPUBLISH_AFTER, ensure_actions
-from shared.handlers.dispatch import Services, dispatch_event
+from shared.handlers.actions import ensure_actions
+from shared.handlers.dispatch import dispatch_event
 from shared.handlers.jobstate import JobStateOutcome, record_job_state
+from shared.handlers.services import Services
 from shared.model.runkeys import request_run_key, run_id
 from shared.policy.reconcile_plan import plan_tick
+from shared.policy.timing import RETRY_REPUBLISH_AFTER
 
 TEMPLATE = "two-regions"
 PROVISIONING = 120  # the emulator's default PENDING time on new machines, in seconds

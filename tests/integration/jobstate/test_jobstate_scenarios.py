@@ -23,12 +23,14 @@ from jobstate_test_support import (
 )
 
 from shared.adapters import vertex as vertex_api
-from shared.adapters.alerts import AlertReason
 from shared.adapters.ledger import Run, RunStatus
-from shared.handlers.actions import RETRY_REPUBLISH_AFTER, ensure_actions
-from shared.handlers.dispatch import Services, dispatch_event
+from shared.handlers.actions import ensure_actions
+from shared.handlers.dispatch import dispatch_event
 from shared.handlers.jobstate import JobStateOutcome, JobStateResult, handle_job_event
+from shared.handlers.services import Services
+from shared.model.alerts import AlertReason
 from shared.model.runkeys import request_run_key, run_id
+from shared.policy.timing import RETRY_REPUBLISH_AFTER
 
 TEMPLATE = "two-regions"
 A100 = "NVIDIA_TESLA_A100"

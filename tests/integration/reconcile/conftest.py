@@ -15,9 +15,9 @@ from reconcile_test_support import CONFIG, VERTEX_WORLD, Subscription, VertexAdm
 
 from emulator_stack import LOCAL_PROJECT, FirestoreEmulator, PubSubEmulator
 from shared.adapters import clients
+from shared.adapters.config_source import load_config
 from shared.adapters.ledger import Ledger
-from shared.config.loader import load_config
-from shared.handlers.dispatch import Services
+from shared.handlers.services import Services
 from vertex_ai_emulator.config import EmulatorConfig
 from vertex_ai_emulator.server import EmulatorServer
 

@@ -23,9 +23,10 @@ from typing import Any
 from cloudevents.http import CloudEvent
 
 from emulator_stack import LOCAL_PROJECT
-from shared.handlers.dispatch import Services, dispatch_event
+from shared.handlers.dispatch import dispatch_event
 from shared.handlers.jobstate import JobStateResult, handle_job_event
 from shared.handlers.reconcile import ReconcileReport, reconcile
+from shared.handlers.services import Services
 from shared.model.results import DispatchResult
 
 REGION = "us-central1"

@@ -13,7 +13,7 @@ from shared.handlers.dispatch import dispatch_event
 from shared.handlers.jobstate import JobStateOutcome
 from shared.handlers.reconcile import reconcile
 from shared.model.results import DispatchOutcome
-from shared.policy.reconcile_plan import RetryCause
+from shared.policy.due_retries import RetryCause
 
 JOB_RUNS_SECONDS = 2 * 60 + 10 * 60  # provisioning, then the default outcome's duration
 

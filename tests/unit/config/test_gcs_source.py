@@ -10,7 +10,7 @@ import pytest
 
 from emulator_stack import StorageEmulator
 from shared.adapters.clients import forget_clients, storage_client
-from shared.config.loader import load_config
+from shared.adapters.config_source import load_config
 from shared.config.model import FlexStartPlacement
 from shared.model.errors import ConfigError
 

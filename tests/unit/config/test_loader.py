@@ -12,13 +12,13 @@ import pytest
 import yaml
 from config_builders import DELETE, SOURCE, base_config, parse, with_value
 
-from shared.config.loader import (
+from shared.adapters.config_source import (
     CONFIG_VARIABLE,
     config_from_env,
     forget_config,
     load_config,
-    parse_config,
 )
+from shared.config.loader import parse_config
 from shared.config.model import (
     Completion,
     FailureClass,
@@ -374,7 +374,7 @@ def test_a_missing_config_file_names_the_path(tmp_path: Path) -> None:
 def test_loading_a_config_imports_no_google_cloud_client() -> None:
     script = (
         "import sys\n"
-        "from shared.config.loader import load_config\n"
+        "from shared.adapters.config_source import load_config\n"
         f"load_config({str(EXAMPLE)!r})\n"
         "heavy = ('google.cloud.aiplatform', 'google.cloud.pubsub', 'google.cloud.firestore',\n"
         "         'google.cloud.storage', 'google.api_core')\n"

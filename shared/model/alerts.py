@@ -1,0 +1,77 @@
+"""What an alert to a human says: its reason, its severity, and the JSON body it is sent as.
+
+Plain data, so that the policy can decide which alert a run owes without importing the adapter
+that sends it (``shared.adapters.alerts``: the log line, the alerts topic, the webhook). The
+message on the alerts topic (data: UTF-8 JSON; attributes: ``schema``, ``reason``, ``severity``,
+``run_id``, ``template`` for subscription filters) is ``Alert.to_json``, documented in
+``shared.adapters.alerts``.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+SCHEMA = "vertex-dispatch.alert.v1"
+
+
+class Severity(enum.StrEnum):
+    """How urgent: ERROR needs a look today, CRITICAL needs someone now."""
+
+    ERROR = "ERROR"
+    CRITICAL = "CRITICAL"
+
+
+class AlertReason(enum.StrEnum):
+    """The reasons dispatch and the job-state function alert for."""
+
+    INVALID_REQUEST = "invalid_request"  # the event or request cannot be decoded or is refused
+    INVALID_SPEC = "invalid_spec"  # the rendered job breaks a Vertex AI rule or a guard
+    NO_PLACEMENT = "no_placement"  # no placement of the chain can take the job
+    QUOTA = "quota"  # a quota refused the job; someone must raise it
+    PERMISSION = "permission"  # the function's identity lacks a role
+    RETRIES_EXHAUSTED = "retries_exhausted"  # the retry policy gave up
+    DUPLICATE_JOB = "duplicate_job"  # two jobs found for one attempt: one must be cancelled
+    TEMPLATE_GONE = "template_gone"  # a job of a run whose template left the config failed
+
+
+@dataclass(frozen=True)
+class Alert:
+    """One alert about one run, ready to be read by a human."""
+
+    run_id: str
+    run_key: str
+    template: str | None
+    trigger: str  # one line saying what started the run
+    reason: str  # an AlertReason value (or another lowercase token)
+    message: str
+    what_to_do: str
+    attempts: tuple[Mapping[str, Any], ...] = ()
+    severity: Severity = Severity.ERROR
+
+    def to_json(self) -> dict[str, Any]:
+        """The alert as the JSON body published on the alerts topic."""
+        return {
+            "schema": SCHEMA,
+            "run_id": self.run_id,
+            "run_key": self.run_key,
+            "template": self.template,
+            "trigger": self.trigger,
+            "reason": str(self.reason),
+            "severity": self.severity.value,
+            "message": self.message,
+            "what_to_do": self.what_to_do,
+            "attempts": [dict(attempt) for attempt in self.attempts],
+        }
+
+    def attributes(self) -> dict[str, str]:
+        """The Pub/Sub attributes, for subscriptions that filter on them."""
+        return {
+            "schema": SCHEMA,
+            "reason": str(self.reason),
+            "severity": self.severity.value,
+            "run_id": self.run_id,
+            "template": self.template or "",
+        }

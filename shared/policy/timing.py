@@ -1,0 +1,54 @@
+"""Every timing rule of the runtime in one place: leases, republish delays, settle times.
+
+Each constant says why it has its value. The user's own timings (max waits, backoff, watchdog
+grace) are config (``shared.config.model``); these are the project's, the same for every config.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+# Dispatch: claiming an attempt
+INTENT_LEASE = timedelta(minutes=5)
+"""How long an intent without a job is presumed to be in the hands of a live delivery.
+
+Longer than any create call (60 s timeout) plus the ledger writes around it, so a takeover never
+races a creator that is still working."""
+
+# Owed actions: retry messages
+RETRY_REPUBLISH_AFTER = timedelta(minutes=10)
+"""How long a published retry may go unclaimed before it is published again: longer than Pub/Sub
+takes to redeliver a message through its retry policy's longest backoff (600 s)."""
+
+# Reconcile
+LIST_WINDOW_MARGIN = timedelta(minutes=10)
+"""Listed jobs are created after their intent; the margin absorbs clock skew between machines."""
+
+FLEX_START_DEFAULT_MAX_WAIT = timedelta(days=1)
+"""The max wait Vertex AI applies to a FLEX_START job that sets none."""
+
+RECOVERY_REPUBLISH_AFTER = timedelta(minutes=10)
+"""A recovery retry is published again only this long after the last one: dispatch acts on one
+in seconds, so a run still stuck by then lost it. Every tick would hand a slow, backlogged
+dispatch one more copy per stuck run (what sank the first 2,000-trigger soak, for hints)."""
+
+STUCK_INTENT_ALERT_AFTER = timedelta(minutes=30)
+"""Recovery of a stale intent is tried from INTENT_LEASE on; a human is told once it lasts this."""
+
+# Reading a job's end
+ERROR_SETTLE_TIME = timedelta(minutes=3)
+"""How long after its end a FAILED job without an error is not decided yet.
+
+Google's "Understand the custom training service" page
+(https://cloud.google.com/vertex-ai/docs/training/understanding-training-service): "About one
+minute after a job ends, Vertex AI sets the error code on the training job object, based on the
+exit code." A read in that minute (a log-sink hint comes right at the end) sees FAILED with no
+error, which is UNKNOWN and alerted instead of retried. Three times the stated minute leaves room
+for "about" and for a reconcile tick to come round; after it, no error is the service's answer.
+"""
+
+SERVICE_EXPIRY_WINDOW = timedelta(minutes=10)
+"""A CANCELLED FLEX_START job that never started counts as a service-side max-wait expiry only
+when it ended this soon after its deadline: the service ends a job when its wait runs out, while
+the reconciler's watchdog cancels only after the max wait plus ``watchdog_grace`` (30 minutes by
+default) and a human may cancel at any time. Ten minutes absorbs the service's own delay."""
