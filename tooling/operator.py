@@ -227,7 +227,7 @@ def _json_default(value: object) -> str:
 def _run_retry(args: argparse.Namespace) -> int:
     from google.auth.exceptions import GoogleAuthError
 
-    from shared.adapters import retry_messages as retries
+    from shared.adapters import retry_messages
     from shared.adapters.ledger import LIVE_STATUSES, REOPENABLE_STATUSES, RetryPlan, utc_now
     from shared.model.errors import DispatchError
 
@@ -260,9 +260,11 @@ def _run_retry(args: argparse.Namespace) -> int:
                 f"`vertex-dispatch status {run.run_id}` shows it ended, then retry",
             )
             return EXIT_PROBLEMS
-        plan = RetryPlan(utc_now(), last.number + 1 if last else 1, 0, retries.OPERATOR_REASON)
+        plan = RetryPlan(
+            utc_now(), last.number + 1 if last else 1, 0, retry_messages.OPERATOR_REASON
+        )
         ledger.grant_operator_attempt(run.run_id, plan.attempt)
-        message_id = retries.publish_retry(run.run_id, plan, config.requests_topic)
+        message_id = retry_messages.publish_retry(run.run_id, plan, config.requests_topic)
     except (DispatchError, GoogleAuthError) as error:
         return _operator_failure("retry", error)
     print(

@@ -29,8 +29,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from shared.adapters import completions
-from shared.adapters import retry_messages as retries
+from shared.adapters import completions, retry_messages
 from shared.handlers.rejections import alert_once
 from shared.logs import log
 from shared.model.alerts import Severity
@@ -92,7 +91,7 @@ def _ensure_alerts(
         try:
             alert_once(
                 services.ledger,
-                snapshot,
+                snapshot.run,
                 config=services.config,
                 trigger=trigger_line(run),
                 reason=alert["reason"],
@@ -135,7 +134,7 @@ def _ensure_retry(
         _alert_no_requests_topic(snapshot, services, failures)
         return False
     try:
-        retries.publish_retry(run.run_id, plan, topic)
+        retry_messages.publish_retry(run.run_id, plan, topic)
     except TransientError as error:
         failures.append(error)
         return False
@@ -163,7 +162,7 @@ def _alert_no_requests_topic(
     try:
         alert_once(
             services.ledger,
-            snapshot,
+            snapshot.run,
             config=services.config,
             trigger=trigger_line(snapshot.run),
             reason=NO_REQUESTS_TOPIC,

@@ -231,13 +231,13 @@ def _end_run(
 def _check_manifest(manifest_uri: str) -> None:
     """The manifest's files must all exist before the dataset counts as complete."""
     from shared.adapters import storage
-    from shared.decode import manifests as datasets
+    from shared.decode import manifests
 
     base_uri = manifest_uri.rsplit("/", 1)[0] + "/"
-    files = datasets.parse_manifest(
-        storage.read_object(manifest_uri, datasets.MAX_MANIFEST_BYTES), base_uri
+    files = manifests.parse_manifest(
+        storage.read_object(manifest_uri, manifests.MAX_MANIFEST_BYTES), base_uri
     )
-    missing = datasets.missing_files(files, storage.object_exists)
+    missing = manifests.missing_files(files, storage.object_exists)
     if missing:
         more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
         shown = ", ".join(missing[:5]) + more
@@ -298,7 +298,7 @@ def _reject_event(
     )
     alert_once(
         services.ledger,
-        snapshot,
+        snapshot.run,
         config=services.config,
         trigger=described,
         reason=AlertReason.INVALID_REQUEST,

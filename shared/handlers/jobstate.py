@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from cloudevents.http import CloudEvent
 
-from shared.decode import hints as jobevents
+from shared.decode import hints
 from shared.logs import log
 from shared.model.errors import MalformedEvent, PermanentError
 
@@ -97,7 +97,7 @@ def handle_job_event(
 
     services = services or default_services()
     try:
-        hint = jobevents.decode_hint(cloud_event)
+        hint = hints.decode_hint(cloud_event)
     except MalformedEvent as error:
         log(
             logger,

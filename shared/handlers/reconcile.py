@@ -54,16 +54,13 @@ from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from shared.adapters import retry_messages as retries
-from shared.adapters import vertex
-from shared.adapters.alerts import send_alert
+from shared.adapters import retry_messages, vertex
 from shared.adapters.ledger import LedgerConflict, Run, RunSnapshot, RunStatus
 from shared.aiplatform import CustomJob
 from shared.config.durations import age_text
 from shared.handlers import actions, jobstate
-from shared.handlers.rejections import attempts_summary
+from shared.handlers.rejections import alert_once
 from shared.logs import log
-from shared.model.alerts import Alert
 from shared.model.errors import DispatchError
 from shared.policy.due_retries import DueRetry
 from shared.policy.reconcile_plan import (
@@ -271,7 +268,7 @@ class _Tick:
             )
             return
         try:
-            retries.publish_retry(retry.run_id, retry.plan, topic)
+            retry_messages.publish_retry(retry.run_id, retry.plan, topic)
         except DispatchError as error:
             self._failed(f"publishing the retry of run {retry.run_id}", error, retry.run_id)
             return
@@ -344,33 +341,21 @@ class _Tick:
     def _alert_once(
         self, run: Run, reason: WatchdogReason, *, message: str, what_to_do: str
     ) -> None:
-        """Claim ``reason`` in the ledger, then send: concurrent ticks send one alert.
-
-        Claiming first can lose the Pub/Sub copy if the publish then fails; the ERROR log line
-        ``send_alert`` writes before publishing (what log-based alert policies watch) remains.
-        """
-        if reason in run.alerts:
-            return
+        """``alert_once`` for the tick: a failure is counted, and the next tick tries again."""
         try:
-            if not self.services.ledger.record_alert(run.run_id, reason):
-                return  # another tick claimed it
-            send_alert(
-                Alert(
-                    run_id=run.run_id,
-                    run_key=run.run_key,
-                    template=run.template or None,
-                    trigger=run.run_key,
-                    reason=reason,
-                    message=message,
-                    what_to_do=what_to_do,
-                    attempts=attempts_summary(run),
-                ),
-                self.config.alerts_topic,
-                webhook=self.config.alert_webhook,
+            sent = alert_once(
+                self.services.ledger,
+                run,
+                config=self.config,
+                trigger=run.run_key,
+                reason=reason,
+                message=message,
+                what_to_do=what_to_do,
             )
-            self.alerts_sent += 1
         except DispatchError as error:  # AlertNotSent, or the ledger
             self._failed(f"alerting {reason} for run {run.run_id}", error, run.run_id)
+            return
+        self.alerts_sent += int(sent)
 
     def ensure_actions(self, snapshot: RunSnapshot) -> None:
         """Whatever the run's recorded decisions still owe (due retry, alert, completion)."""

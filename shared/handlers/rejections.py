@@ -1,9 +1,13 @@
 """Permanent failures of a run: record them in the ledger, then alert once per run and reason.
 
-The order matters for "nothing lost, nothing doubled": the ledger records the outcome first (so a
-redelivery does not act again), the alert is sent only when the run has not sent that reason yet,
-and the reason is recorded after the publish succeeded (a failed publish raises a transient error
-and the redelivery sends it).
+``alert_once`` is the one way any handler alerts about a run (dispatch, the job-state function,
+the owed actions, the reconciler's watchdog). The order is chosen so that nothing is lost: the
+ledger records the outcome first (so a redelivery does not act again), the alert is sent only when
+the run has not sent that reason yet, and the reason is recorded only after the publish succeeded.
+A failed publish raises a transient error and the redelivery (or the next tick) sends it. The
+other order, claiming the reason before sending, would lose the alert whenever the publish fails
+after the claim; this order's worst case is a second copy when two deliveries race, which the
+receiver sees as the same ``run_id`` and ``reason``.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ def attempts_summary(run: Run) -> tuple[Mapping[str, Any], ...]:
 
 def alert_once(
     ledger: Ledger,
-    snapshot: RunSnapshot,
+    run: Run,
     *,
     config: Config,
     trigger: str,
@@ -41,14 +45,14 @@ def alert_once(
     message: str,
     what_to_do: str,
     severity: Severity = Severity.ERROR,
-) -> None:
-    """Send the alert ``reason`` for the run unless it was sent already, then record it.
+) -> bool:
+    """Send the alert ``reason`` for the run unless it was sent already, then record it; whether
+    it was sent now.
 
     It goes to the config's alerts topic (and its webhook, when one is configured).
     """
-    run = snapshot.run
     if reason in run.alerts:
-        return
+        return False
     send_alert(
         Alert(
             run_id=run.run_id,
@@ -65,6 +69,7 @@ def alert_once(
         webhook=config.alert_webhook,
     )
     ledger.record_alert(run.run_id, reason)
+    return True
 
 
 def finish_run(
@@ -83,7 +88,7 @@ def finish_run(
         snapshot = ledger.set_status(snapshot.run.run_id, status)
     alert_once(
         ledger,
-        snapshot,
+        snapshot.run,
         config=config,
         trigger=trigger,
         reason=reason,

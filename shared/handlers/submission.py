@@ -306,7 +306,7 @@ def _no_placement(
     reasons = "\n".join(blocked)
     alert_once(
         submission.ledger,
-        snapshot,
+        snapshot.run,
         config=submission.config,
         trigger=submission.trigger,
         reason=AlertReason.NO_PLACEMENT,

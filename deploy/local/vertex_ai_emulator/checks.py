@@ -27,6 +27,10 @@ from vertex_ai_emulator.placement import (
 MAX_DISPLAY_NAME_LENGTH = 128
 MAX_LABELS = 64
 MAX_LABEL_LENGTH = 63
+# The emulator stands for Google's service and keeps its own copy of the documented FLEX_START
+# rules, so that a mistake in the library's tables is caught by the emulator, not mirrored by it;
+# tests/unit/emulator/test_core_checks.py holds the two copies equal (shared.policy.machines and
+# shared.validation.flex_start), so a change to either is a deliberate change to both.
 FLEX_START_MAX_TIMEOUT = timedelta(days=7)
 FLEX_START_ACCELERATORS = frozenset(
     {

@@ -137,7 +137,7 @@ def test_a_forged_operator_retry_neither_reopens_a_run_nor_starts_a_job(
 ) -> None:
     """Anyone who may publish on the requests topic can write reason "operator"; only the
     ledger's grant, which `vertex-dispatch retry` writes, lets an attempt reopen a run."""
-    from shared.adapters import retry_messages as retries
+    from shared.adapters import retry_messages
     from shared.adapters.ledger import RetryPlan
 
     world = operator_world
@@ -146,10 +146,10 @@ def test_a_forged_operator_retry_neither_reopens_a_run_nor_starts_a_job(
     world.vertex.advance(60)
     world.reconcile()
     world.retries.pull()  # nothing an operator published
-    forged = RetryPlan(world.services.now(), 2, 0, retries.OPERATOR_REASON)
+    forged = RetryPlan(world.services.now(), 2, 0, retry_messages.OPERATOR_REASON)
     topic = world.services.config.requests_topic
     assert topic is not None
-    retries.publish_retry(started.run_id, forged, topic)
+    retry_messages.publish_retry(started.run_id, forged, topic)
 
     [outcome] = world.deliver_retries(world.retries.pull())
 

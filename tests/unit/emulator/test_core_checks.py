@@ -252,3 +252,12 @@ def test_all_field_errors_are_listed_together_in_the_service_format() -> None:
         "2.Field: custom_job.job_spec.worker_pool_specs[0].machine_spec.machine_type; "
         "Message: Required field is not set.\t"
     )
+
+
+def test_the_emulator_and_the_library_agree_on_the_flex_start_rules() -> None:
+    from shared.policy.machines import FLEX_START_GPUS
+    from shared.validation.flex_start import FLEX_START_MAX_TIMEOUT
+    from vertex_ai_emulator import checks
+
+    assert checks.FLEX_START_ACCELERATORS == FLEX_START_GPUS
+    assert checks.FLEX_START_MAX_TIMEOUT == FLEX_START_MAX_TIMEOUT
