@@ -57,7 +57,8 @@ for a placement breaks; "(on placement[N])" ends a problem that only some placem
 --json prints the same problems in one document. Persistent resources are not read: their
 state, pools and free replicas are checked live by dispatch.
 Exit status: 0 clean, 1 problems (or a config that cannot be read at all, said on stderr),
-2 usage error.
+2 usage error,
+141 the output's reader left before all of it was written (`| head`), whatever the verdict.
 """
 
 PLAN_EPILOG: Final = """\
@@ -78,7 +79,8 @@ converted as functions-framework converts it (--topic stands for the push URL's 
 Nothing is written or created: no ledger entry, no Vertex AI or Pub/Sub call. Persistent
 resources and manifests are not read (live checks skipped). Exit status: 0 the first placement
 planned is valid, 1 the event is rejected or the job is invalid, 2 usage error (or a retry
-message, which only the ledger can plan), 3 the event matches no route.
+message, which only the ledger can plan), 3 the event matches no route,
+141 the output's reader left before all of it was written (`| head`), whatever the verdict.
 """
 
 
