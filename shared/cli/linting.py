@@ -62,9 +62,9 @@ Exit status: 0 clean, 1 problems (or a config that cannot be read at all, said o
 """
 
 PLAN_EPILOG: Final = """\
-examples:
-  vertex-dispatch plan --config examples/config.yaml --event success-marker.json
-  vertex-dispatch plan --config examples/config.yaml --event push.json \\
+examples (from the repository's root; examples/events/ holds one event of each kind):
+  vertex-dispatch plan --config examples/config.yaml --event examples/events/success-marker.json
+  vertex-dispatch plan --config examples/config.yaml --event examples/events/job-request.json \\
       --topic projects/acme-ml/topics/training-requests --placement 1 --json
 
 EVENT.json is a structured-mode CloudEvent, e.g.
@@ -72,9 +72,11 @@ EVENT.json is a structured-mode CloudEvent, e.g.
    "source": "//storage.googleapis.com/projects/_/buckets/acme-datasets",
    "subject": "objects/imagenet/2026-12-01/_SUCCESS", "id": "1",
    "data": {"bucket": "acme-datasets", "name": "imagenet/2026-12-01/_SUCCESS",
-            "generation": "1733100000000000", "metageneration": "1", "size": "0"}}
+            "generation": "1796172000123456", "metageneration": "1", "size": "0"}}
 or a plain Pub/Sub push body {"message": {"data": ..., "messageId": ...}, "subscription": ...},
 converted as functions-framework converts it (--topic stands for the push URL's path).
+The shipped events: success-marker.json (valid, exit 0), shard.json (a shard beside the
+marker: no route, exit 3), job-request.json and scheduler-tick.json (push bodies: valid, 0).
 
 Nothing is written or created: no ledger entry, no Vertex AI or Pub/Sub call. Persistent
 resources and manifests are not read (live checks skipped). Exit status: 0 the first placement
