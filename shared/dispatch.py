@@ -23,7 +23,13 @@ from cloudevents.http import CloudEvent
 from shared import events, routing, runkeys
 from shared.config.loader import config_from_env
 from shared.config.model import Config, Template
-from shared.errors import ConfigError, PermanentError, RetryRejected, TransientError
+from shared.errors import (
+    ConfigError,
+    PermanentError,
+    RetryRejected,
+    TransientError,
+    human_message,
+)
 from shared.logs import log
 from shared.outcome import DispatchOutcome, DispatchResult
 from shared.triggers import JobRequest, RetryRequest, Trigger
@@ -297,7 +303,7 @@ def _end_run(
         config=services.config,
         trigger=records.describe_trigger(trigger),
         reason=AlertReason.PERMISSION if permission else AlertReason.INVALID_REQUEST,
-        message=f"{type(error).__name__}: {error}",
+        message=human_message(error),
         what_to_do=(
             f"fix what the message names, then `vertex-dispatch retry {the_run_id}`"
             if permission or isinstance(error, RetryRejected)
@@ -388,7 +394,7 @@ def _reject_event(
         config=services.config,
         trigger=described,
         reason=AlertReason.INVALID_REQUEST,
-        message=f"{type(error).__name__}: {error}",
+        message=human_message(error),
         what_to_do="fix the sender as the message says; the event was acknowledged and dropped",
     )
     return DispatchResult(DispatchOutcome.REJECTED, the_run_id, detail=str(error))
