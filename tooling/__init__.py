@@ -4,8 +4,10 @@ This package owns the entry point (``main``) and the parser; each group of subco
 module of its own: ``demo``, ``linting`` (validate, plan), ``operator`` (status, retry, cancel) and
 ``deploy`` (deploy-plan), with what they share in ``common``. Subcommands import what they need
 inside their handler, so ``vertex-dispatch --help`` stays fast and a subcommand never pays for
-another's dependencies. ``main`` also ends quietly when its reader goes away (``status | head``)
-and turns missing Google Cloud credentials, wherever a handler meets them, into one line.
+another's dependencies. ``main`` also ends quietly when its reader goes away (``status | head``),
+with status 141 (128 + SIGPIPE, as a shell shows for a command a closed pipe killed), never with
+a command's verdict; and it turns missing Google Cloud credentials, wherever a handler meets
+them, into one line.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections.abc import Callable, Sequence
 
 from shared import __version__
 from tooling.common import (
+    EXIT_CLOSED_PIPE,
     EXIT_NO_ROUTE,
     EXIT_OK,
     EXIT_PROBLEMS,
@@ -30,6 +33,7 @@ from tooling.linting import add_plan, add_validate
 from tooling.operator import add_operator_commands, run_document, status_table
 
 __all__ = [
+    "EXIT_CLOSED_PIPE",
     "EXIT_NO_ROUTE",
     "EXIT_OK",
     "EXIT_PROBLEMS",
@@ -49,6 +53,11 @@ def build_parser() -> argparse.ArgumentParser:
         description=(
             "Start GPU training on Vertex AI from bucket arrivals, Pub/Sub requests and "
             "scheduler ticks, exactly once."
+        ),
+        epilog=(
+            f"Every command exits with status {EXIT_CLOSED_PIPE} when the reader of its output "
+            "leaves before all of it was written (`... | head`): 128 + SIGPIPE, as for any "
+            "command a closed pipe stops, never a verdict."
         ),
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
@@ -72,9 +81,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         # The reader left (`status --all | head`): say nothing more. Python's documented way:
         # point stdout at /dev/null so that the interpreter's own flush at exit cannot fail too.
+        # The status says the output was cut, not what the command decided (1 is a verdict).
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
-        return EXIT_PROBLEMS
+        return EXIT_CLOSED_PIPE
     except Exception as error:
         from google.auth.exceptions import GoogleAuthError
 

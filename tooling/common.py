@@ -21,6 +21,9 @@ EXIT_OK: Final = 0
 EXIT_PROBLEMS: Final = 1  # the config, the event or the job breaks a rule
 EXIT_USAGE: Final = 2  # argparse's own code for a bad command line
 EXIT_NO_ROUTE: Final = 3
+# The reader of stdout went away before all was written (`plan ... | head`): 128 + SIGPIPE, the
+# status a shell shows for a command killed by a closed pipe. Never a verdict of any command.
+EXIT_CLOSED_PIPE: Final = 141
 
 CONFIG_HELP: Final = "the config file: a local path or gs://BUCKET/path/config.yaml"
 CREDENTIALS_FIX: Final = (

@@ -57,13 +57,14 @@ for a placement breaks; "(on placement[N])" ends a problem that only some placem
 --json prints the same problems in one document. Persistent resources are not read: their
 state, pools and free replicas are checked live by dispatch.
 Exit status: 0 clean, 1 problems (or a config that cannot be read at all, said on stderr),
-2 usage error.
+2 usage error,
+141 the output's reader left before all of it was written (`| head`), whatever the verdict.
 """
 
 PLAN_EPILOG: Final = """\
-examples:
-  vertex-dispatch plan --config examples/config.yaml --event success-marker.json
-  vertex-dispatch plan --config examples/config.yaml --event push.json \\
+examples (from the repository's root; examples/events/ holds one event of each kind):
+  vertex-dispatch plan --config examples/config.yaml --event examples/events/success-marker.json
+  vertex-dispatch plan --config examples/config.yaml --event examples/events/job-request.json \\
       --topic projects/acme-ml/topics/training-requests --placement 1 --json
 
 EVENT.json is a structured-mode CloudEvent, e.g.
@@ -71,14 +72,17 @@ EVENT.json is a structured-mode CloudEvent, e.g.
    "source": "//storage.googleapis.com/projects/_/buckets/acme-datasets",
    "subject": "objects/imagenet/2026-12-01/_SUCCESS", "id": "1",
    "data": {"bucket": "acme-datasets", "name": "imagenet/2026-12-01/_SUCCESS",
-            "generation": "1733100000000000", "metageneration": "1", "size": "0"}}
+            "generation": "1796172000123456", "metageneration": "1", "size": "0"}}
 or a plain Pub/Sub push body {"message": {"data": ..., "messageId": ...}, "subscription": ...},
 converted as functions-framework converts it (--topic stands for the push URL's path).
+The shipped events: success-marker.json (valid, exit 0), shard.json (a shard beside the
+marker: no route, exit 3), job-request.json and scheduler-tick.json (push bodies: valid, 0).
 
 Nothing is written or created: no ledger entry, no Vertex AI or Pub/Sub call. Persistent
 resources and manifests are not read (live checks skipped). Exit status: 0 the first placement
 planned is valid, 1 the event is rejected or the job is invalid, 2 usage error (or a retry
-message, which only the ledger can plan), 3 the event matches no route.
+message, which only the ledger can plan), 3 the event matches no route,
+141 the output's reader left before all of it was written (`| head`), whatever the verdict.
 """
 
 

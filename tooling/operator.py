@@ -66,7 +66,10 @@ def add_operator_commands(commands: argparse._SubParsersAction) -> None:
     status.add_argument("--json", action="store_true", help="print the runs as JSON")
     status.add_argument("--all", action="store_true", help="include finished runs")
     status.add_argument(
-        "--limit", type=int, default=STATUS_LIMIT, help="at most this many runs (%(default)s)"
+        "--limit",
+        type=int,
+        default=STATUS_LIMIT,
+        help="at most this many runs, the newest (%(default)s)",
     )
     status.set_defaults(handler=_run_status)
     retry = commands.add_parser(
@@ -156,7 +159,7 @@ def _run_status(args: argparse.Namespace) -> int:
             snapshots = [snapshot for snapshot in found.values() if snapshot is not None]
             missing = [run_id for run_id, snapshot in found.items() if snapshot is None]
         else:
-            snapshots = ledger.list_runs(statuses, limit=args.limit)
+            snapshots = ledger.list_runs(statuses, limit=args.limit, newest_first=True)
     except (DispatchError, GoogleAuthError) as error:
         return _operator_failure("status", error)
     runs = sorted((s.run for s in snapshots), key=_created_key, reverse=True)

@@ -79,6 +79,7 @@ __all__ = [
     "INTENT_STATE",
     "LIVE_STATUSES",
     "MAX_REAPPLY",
+    "NEWEST_FIRST_FIELD",
     "REOPENABLE_STATUSES",
     "REQUIRED_ROLE",
     "WAITING_STATUSES",
@@ -110,6 +111,8 @@ __all__ = [
 ]
 
 DEFAULT_COLLECTION = "vertex-dispatch-runs"
+# The field ``list_runs(newest_first=True)`` orders on: set once, by ``open_run``.
+NEWEST_FIRST_FIELD = "created_at"
 
 
 CALL_TIMEOUT_SECONDS = 20.0
@@ -333,12 +336,20 @@ class Ledger:
         the run is still ``current`` (else ``LedgerConflict``: dispatch moved it meanwhile)."""
         return self._write_if_unchanged(current, with_recovery_published(current.run, at))
 
-    def list_runs(self, statuses: Collection[RunStatus], limit: int = 100) -> list[RunSnapshot]:
-        """Up to ``limit`` runs whose status is one of ``statuses`` (at most 30), in no order."""
+    def list_runs(
+        self, statuses: Collection[RunStatus], limit: int = 100, *, newest_first: bool = False
+    ) -> list[RunSnapshot]:
+        """Up to ``limit`` runs whose status is one of ``statuses`` (at most 30), in no order.
+
+        With ``newest_first``, the newest ``limit`` of them by ``created_at``, newest first: in
+        production that query needs the composite index (status, created_at descending) that
+        deploy/terraform declares (``google_firestore_index.runs_by_status_newest_first``).
+        """
         from google.cloud.firestore_v1 import FieldFilter
 
         values = [status.value for status in statuses]
-        return self._query(FieldFilter("status", "in", values), limit)
+        newest = NEWEST_FIRST_FIELD if newest_first else None
+        return self._query(FieldFilter("status", "in", values), limit, newest)
 
     def list_runs_owing_actions(self, limit: int = 100) -> list[RunSnapshot]:
         """Up to ``limit`` runs whose decisions still owe an alert or a completion (any status),
@@ -347,8 +358,13 @@ class Ledger:
 
         return self._query(FieldFilter(ACTIONS_OWED_FIELD, "==", True), limit)
 
-    def _query(self, where: FieldFilter, limit: int) -> list[RunSnapshot]:
-        query = self._client.collection(self._collection).where(filter=where).limit(limit)
+    def _query(
+        self, where: FieldFilter, limit: int, descending_by: str | None = None
+    ) -> list[RunSnapshot]:
+        query = self._client.collection(self._collection).where(filter=where)
+        if descending_by is not None:
+            query = query.order_by(descending_by, direction="DESCENDING")
+        query = query.limit(limit)
         with _translated_errors("query", f"{where.field_path} {where.op_string} {where.value}"):
             return [
                 _snapshot_of(snapshot)

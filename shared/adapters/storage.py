@@ -20,6 +20,8 @@ from shared.model.errors import BackendUnavailable, DispatchError, PermanentErro
 class DatasetUnreadable(PermanentError):
     """A dataset object cannot be read: it does not exist, or the function may not read it."""
 
+    headline = "the dataset cannot be read"
+
 
 def read_object(uri: str, max_bytes: int) -> bytes:
     """The first bytes of ``gs://bucket/name``; ``DatasetUnreadable`` when it is larger."""

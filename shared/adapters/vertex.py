@@ -68,17 +68,25 @@ class OutcomeUnknown(BackendUnavailable):
 class VertexRejected(InvalidJobSpec):
     """Vertex AI refused the request as invalid; the message is the service's own."""
 
+    headline = "Vertex AI refused the job as invalid"
+
 
 class VertexPermissionDenied(PermanentError):
     """The function's identity may not make this call; the message names the role to grant."""
+
+    headline = "Vertex AI denied the function permission"
 
 
 class VertexNotFound(PermanentError):
     """The named job (or its location) does not exist."""
 
+    headline = "Vertex AI did not find what the job names"
+
 
 class QuotaExceeded(PermanentError):
     """A Vertex AI resource quota refused the job; someone must raise it or ask for less."""
+
+    headline = "a Vertex AI quota refused the job"
 
 
 class _Verdict(enum.Enum):

@@ -24,6 +24,8 @@ from shared.model.errors import PermanentError
 class InvalidManifest(PermanentError):
     """A manifest cannot be read as a list of the dataset's files."""
 
+    headline = "the dataset's manifest is invalid"
+
 
 MAX_MANIFEST_BYTES = 4 * 1024 * 1024  # read at most this much of a manifest object
 MAX_MANIFEST_FILES = 10_000  # each is one existence check before the job starts

@@ -55,6 +55,8 @@ from shared.model.triggers import JobRequest, ObjectFinalized, RetryRequest, Sch
 class RequestRejected(PermanentError):
     """A job request asks for something its route, template or the guards do not allow."""
 
+    headline = "the job request was refused"
+
 
 @dataclass(frozen=True)
 class RouteMatch:

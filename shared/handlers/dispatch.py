@@ -23,7 +23,7 @@ from shared.decode import events, routing
 from shared.handlers.services import Services, default_services
 from shared.logs import log
 from shared.model import runkeys
-from shared.model.errors import PermanentError, RetryRejected, TransientError
+from shared.model.errors import PermanentError, RetryRejected, TransientError, human_message
 from shared.model.results import DispatchOutcome, DispatchResult
 from shared.model.triggers import JobRequest, RetryRequest, Trigger
 
@@ -210,7 +210,7 @@ def _end_run(
         config=services.config,
         trigger=records.describe_trigger(trigger),
         reason=AlertReason.PERMISSION if permission else AlertReason.INVALID_REQUEST,
-        message=f"{type(error).__name__}: {error}",
+        message=human_message(error),
         what_to_do=(
             f"fix what the message names, then `vertex-dispatch retry {the_run_id}`"
             if permission or isinstance(error, RetryRejected)
@@ -302,7 +302,7 @@ def _reject_event(
         config=services.config,
         trigger=described,
         reason=AlertReason.INVALID_REQUEST,
-        message=f"{type(error).__name__}: {error}",
+        message=human_message(error),
         what_to_do="fix the sender as the message says; the event was acknowledged and dropped",
     )
     return DispatchResult(DispatchOutcome.REJECTED, the_run_id, detail=str(error))

@@ -55,13 +55,19 @@ class LedgerConflict(TransientError):
 class InvalidTransition(PermanentError):
     """A change that does not fit the run as recorded (e.g. a second job for one attempt)."""
 
+    headline = "the run cannot change as asked"
+
 
 class RunNotFound(PermanentError):
     """The run named by a retry message or an update has no ledger document."""
 
+    headline = "the run is not in the ledger"
+
 
 class LedgerRejected(PermanentError):
     """Firestore refused a ledger call for a reason retrying cannot fix (permission, size)."""
+
+    headline = "the run ledger (Firestore) refused the call"
 
 
 class RunStatus(enum.StrEnum):

@@ -130,7 +130,8 @@ def test_input_the_ledger_cannot_hold_is_rejected_recorded_and_alerted_once(
         "source": SOURCE,
         "id": event["id"],
     }
-    assert alerts[0].message.startswith("MalformedEvent:") and rule in alerts[0].message
+    assert alerts[0].message.startswith("The event could not be read: ")
+    assert rule in alerts[0].message
 
 
 LEDGER_REFUSES = [
@@ -161,7 +162,8 @@ def test_a_record_the_ledger_refuses_is_rejected_with_the_envelope_only(
         "id": event["id"],
     }
     assert run.run_key == f"request-message:{event['id']}"  # the request's own run
-    assert alerts[0].message.startswith("LedgerRejected:") and refusal in alerts[0].message
+    assert alerts[0].message.startswith("The run ledger (Firestore) refused the call: ")
+    assert refusal in alerts[0].message
     assert alerts[0].trigger == f"job request, message {event['id']}"
 
 

@@ -12,3 +12,23 @@ resource "google_firestore_database" "ledger" {
 
   depends_on = [google_project_service.enabled]
 }
+
+# `vertex-dispatch status` lists the newest runs of some statuses: an `in` filter on status
+# ordered by created_at, descending (Ledger.list_runs(newest_first=True)), which Firestore serves
+# only from this composite index. The collection is shared/adapters/ledger.py's DEFAULT_COLLECTION.
+resource "google_firestore_index" "runs_by_status_newest_first" {
+  project    = var.project_id
+  database   = "(default)"
+  collection = "vertex-dispatch-runs"
+
+  fields {
+    field_path = "status"
+    order      = "ASCENDING"
+  }
+  fields {
+    field_path = "created_at"
+    order      = "DESCENDING"
+  }
+
+  depends_on = [google_firestore_database.ledger]
+}

@@ -1,0 +1,84 @@
+"""examples/events/: each shipped event gets its verdict from `plan` against examples/config.yaml,
+and the `plan` commands that README.md and `plan --help` print run as written."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+
+import pytest
+from cli_test_support import EXAMPLE_CONFIG, REPO
+
+from tooling import EXIT_NO_ROUTE, EXIT_OK, main
+from tooling.linting import PLAN_EPILOG
+
+EVENTS = REPO / "examples" / "events"
+REQUESTS_TOPIC = "projects/acme-ml/topics/training-requests"
+
+# file -> (verdict, route, template, exit status)
+EXPECTED = {
+    "success-marker.json": ("valid", "imagenet-daily", "resnet-a100", EXIT_OK),
+    "shard.json": ("no_route", "", "", EXIT_NO_ROUTE),
+    "job-request.json": ("valid", "on-request", "resnet-a100", EXIT_OK),
+    "scheduler-tick.json": ("valid", "nightly", "resnet-a100", EXIT_OK),
+}
+
+
+def test_every_shipped_event_has_an_expected_verdict() -> None:
+    assert sorted(path.name for path in EVENTS.glob("*.json")) == sorted(EXPECTED)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_plan_gives_each_example_event_its_verdict(
+    name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    verdict, route, template, status = EXPECTED[name]
+    event = EVENTS / name
+    topic = ["--topic", REQUESTS_TOPIC] if "message" in json.loads(event.read_text()) else []
+
+    code = main(["plan", "--config", EXAMPLE_CONFIG, "--event", str(event), *topic, "--json"])
+
+    document = json.loads(capsys.readouterr().out)
+    assert (document["verdict"], document["route"], document["template"], code) == (
+        verdict,
+        route,
+        template,
+        status,
+    )
+
+
+def _readme_plan_commands() -> list[str]:
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    commands = re.findall(r"^\.venv/bin/vertex-dispatch (plan .*)$", text, flags=re.MULTILINE)
+    return [re.sub(r"\s*\[[^]]*\]", "", command) for command in commands]  # drop [--optional]
+
+
+def _help_plan_commands() -> list[str]:
+    text = PLAN_EPILOG.replace("\\\n", " ")
+    return re.findall(r"^\s+vertex-dispatch (plan .*)$", text, flags=re.MULTILINE)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        *(pytest.param(c, id=f"README:{c}") for c in _readme_plan_commands()),
+        *(pytest.param(c, id=f"help:{c}") for c in _help_plan_commands()),
+    ],
+)
+def test_the_documented_plan_commands_run_as_written(
+    command: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(REPO)  # the commands are written from the repository's root
+
+    assert main(shlex.split(command)) == EXIT_OK
+    assert "valid" in capsys.readouterr().out
+
+
+def test_the_documents_name_only_shipped_events() -> None:
+    named = {
+        *re.findall(r"examples/events/([\w.-]+\.json)", (REPO / "README.md").read_text()),
+        *re.findall(r"examples/events/([\w.-]+\.json)", PLAN_EPILOG),
+        *re.findall(r"`([\w.-]+\.json)`", (EVENTS / "README.md").read_text()),
+    }
+    assert named == set(EXPECTED)
