@@ -45,13 +45,16 @@ class Row:
 
 
 def summarize_cold(samples: list[Mapping[str, Any]]) -> dict[str, Any]:
-    """Median and max of wall time and peak RSS over one case's cold-start samples."""
+    """Median and max of wall time and peak RSS over one case's cold-start samples, and the
+    median CPU time when the samples have it (runs recorded before it was measured do not)."""
     seconds = [float(s["seconds"]) for s in samples]
     rss = [float(s["peak_rss_mib"]) for s in samples]
+    cpu = [float(s["cpu_seconds"]) for s in samples if "cpu_seconds" in s]
     return {
         "samples": len(samples),
         "median_seconds": statistics.median(seconds),
         "max_seconds": max(seconds),
+        "median_cpu_seconds": statistics.median(cpu) if len(cpu) == len(samples) else None,
         "median_rss_mib": statistics.median(rss),
         "max_rss_mib": max(rss),
         "cloud_clients_imported": sorted(
@@ -72,8 +75,8 @@ def _below(value: float, limit: float) -> Verdict:
     return _verdict(value < limit)
 
 
-def _ratio(value: float, reference: float | None) -> str:
-    return f"{value / reference:.2f}x" if reference else "n/a"
+def _ratio(value: float, reference: float | None, digits: int = 2) -> str:
+    return f"{value / reference:.{digits}f}x" if reference else "n/a"
 
 
 def cold_rows(cold: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> list[Row]:
@@ -132,6 +135,14 @@ def _our_cold_rows(
     )
     if scenario == UNMATCHED:
         clients = ours["cloud_clients_imported"]
+        # Three decimals, so that a ratio just over the limit does not print as the limit itself;
+        # the CPU-time ratio beside it moves less with the load of a shared machine.
+        cpu, floor_cpu = ours.get("median_cpu_seconds"), (floor or {}).get("median_cpu_seconds")
+        cpu_text = f" (CPU time {_ratio(cpu, floor_cpu, 3)})" if cpu and floor_cpu else ""
+        time_text = (
+            f"{seconds:.3f} s (max {ours['max_seconds']:.3f}) = {_ratio(seconds, floor_s, 3)} "
+            f"floor{cpu_text}, {_ratio(seconds, base_s)} baseline"
+        )
         return [
             Row(
                 f"{title}: time",

@@ -90,6 +90,27 @@ def test_cold_start_targets(ours: dict[str, Any], expected: dict[str, Verdict]) 
         assert verdicts(rows, figure) == [verdict], figure
 
 
+def test_the_unmatched_time_ratio_shows_three_decimals_and_the_cpu_time_ratio() -> None:
+    # 1.252x must not print as "1.25x" beside a MISSED verdict for a limit of 1.25x.
+    floor = {"unmatched": {**cold(0.25, 32.0), "median_cpu_seconds": 0.2}}
+    ours = {"unmatched": {**cold(0.313, 33.0), "median_cpu_seconds": 0.24}}
+    rows = report.cold_rows({"floor": floor, "vertex-dispatch": ours})
+    (row,) = [r for r in rows if r.figure.endswith("matching no route: time")]
+    assert "= 1.252x floor (CPU time 1.200x), n/a baseline" in row.measured
+    assert row.verdict is Verdict.MISSED
+
+
+def test_summarize_cold_gives_the_cpu_median_only_when_every_sample_has_it() -> None:
+    samples = [
+        {"seconds": 0.3, "cpu_seconds": 0.2, "peak_rss_mib": 33.0},
+        {"seconds": 0.5, "cpu_seconds": 0.4, "peak_rss_mib": 34.0},
+        {"seconds": 0.4, "cpu_seconds": 0.3, "peak_rss_mib": 33.5},
+    ]
+    assert report.summarize_cold(samples)["median_cpu_seconds"] == 0.3
+    older = [{"seconds": 0.3, "peak_rss_mib": 33.0}, *samples[1:]]
+    assert report.summarize_cold(older)["median_cpu_seconds"] is None
+
+
 def warm(flex_methods: dict[str, int], ledger_max: int, state_reads: int) -> dict[str, Any]:
     def summary(count: int, methods: dict[str, int], vertex_max: int) -> dict[str, Any]:
         return {
