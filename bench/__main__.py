@@ -1,9 +1,11 @@
 """``python -m bench``: run every measurement of issue 7, print one table, write the raw JSON.
 
-Starts its own emulators (Pub/Sub, Firestore, Vertex AI with a frozen clock) with
-``emulator_stack``, runs the cold starts and the three workloads in fresh processes, and stops
-everything. ``--smoke`` runs only the cold starts that need no emulator, once each (a few
-seconds), for CI. Progress goes to stderr; the table is the only thing on stdout.
+Builds the function's bundle once (``deploy/bundle.py``, bytecode included) and runs every cold
+start from it, as deployed (see ``bench.coldstart``). Starts its own emulators (Pub/Sub,
+Firestore, Vertex AI with a frozen clock) with ``emulator_stack``, runs the cold starts and the
+three workloads in fresh processes, and stops everything. ``--smoke`` runs only the cold starts
+that need no emulator, once each (a few seconds), for CI. Progress goes to stderr; the table is
+the only thing on stdout.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
@@ -56,11 +58,16 @@ def main(argv: list[str] | None = None) -> int:
             "smoke": args.smoke,
         },
     }
-    if args.smoke:
-        smoke_cases = [c for c in COLD_CASES if c.subject != Subject.BASELINE][:2]
-        cold = coldstart.measure(smoke_cases, 1, env, _event_arg([]))
-    else:
-        cold = _full_run(args, env, results)
+    cases = (
+        [c for c in COLD_CASES if c.subject != Subject.BASELINE][:2] if args.smoke else COLD_CASES
+    )
+    with tempfile.TemporaryDirectory(prefix="vertex-dispatch-bench-sources-") as sources:
+        roots = _source_roots(Path(sources), cases)
+        results["source_roots"] = {subject: root.summary() for subject, root in roots.items()}
+        if args.smoke:
+            cold = coldstart.measure(cases, 1, env, _event([]), roots)
+        else:
+            cold = _full_run(args, env, roots, results)
     results["cold_start"] = _summarized(cold)
     results["wall_seconds"] = time.perf_counter() - started
     rows = report.all_rows(results)
@@ -73,8 +80,21 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _source_roots(directory: Path, cases: Sequence[ColdCase]) -> dict[str, coldstart.SourceRoot]:
+    """Each subject's source root, built once for the whole run (the bundle for ours)."""
+    _progress("building the source roots (vertex-dispatch's bundle with deploy/bundle.py) ...")
+    roots = coldstart.build_source_roots(directory, [case.subject for case in cases])
+    for root in roots.values():
+        if root.bytecode_skipped:
+            _progress(f"warning: {root.subject} runs without bytecode: {root.bytecode_skipped}")
+    return roots
+
+
 def _full_run(
-    args: argparse.Namespace, env: dict[str, str], results: dict[str, Any]
+    args: argparse.Namespace,
+    env: dict[str, str],
+    roots: Mapping[str, coldstart.SourceRoot],
+    results: dict[str, Any],
 ) -> dict[tuple[str, str], list[dict[str, object]]]:
     from emulator_stack import (
         FirestoreEmulator,
@@ -84,10 +104,10 @@ def _full_run(
         start_vertex_ai_emulator,
     )
 
-    # (1a) needs no emulator: measured first, on a machine not also running them.
+    # The unmatched event needs no emulator: measured first, on a machine not also running them.
     unmatched = [c for c in COLD_CASES if c.scenario == Scenario.UNMATCHED]
-    _progress(f"cold starts (1a): {len(unmatched)} cases x {args.repeat} ...")
-    cold = coldstart.measure(unmatched, args.repeat, env, _event_arg([]))
+    _progress(f"cold starts, unmatched event: {len(unmatched)} cases x {args.repeat} ...")
+    cold = coldstart.measure(unmatched, args.repeat, env, _event([]), roots)
     log_dir = Path(tempfile.mkdtemp(prefix="vertex-dispatch-bench-"))
     _progress(f"starting the emulators (logs in {log_dir}) ...")
     frozen_vertex = functools.partial(
@@ -107,12 +127,12 @@ def _full_run(
         vertex = stack.get("vertex-ai", VertexAIEmulator)
 
         submit = [c for c in COLD_CASES if c.scenario == Scenario.SUBMIT]
-        _progress(f"cold starts (1b): {len(submit)} cases x {args.repeat} ...")
-        cold |= coldstart.measure(submit, args.repeat, env, _event_arg([]))
+        _progress(f"cold starts, submitting marker: {len(submit)} cases x {args.repeat} ...")
+        cold |= coldstart.measure(submit, args.repeat, env, _event([]), roots)
         jobs = vertex_log.jobs_with_label(JOB_REGION, "vd-run")
         state_cases = [c for c in COLD_CASES if c.scenario == Scenario.JOB_STATE]
-        _progress(f"cold starts (1c): {len(state_cases)} cases x {args.repeat} ...")
-        cold |= coldstart.measure(state_cases, args.repeat, env, _event_arg(jobs))
+        _progress(f"cold starts, job-state event: {len(state_cases)} cases x {args.repeat} ...")
+        cold |= coldstart.measure(state_cases, args.repeat, env, _event(jobs), roots)
 
         for name, size in (
             ("warm", args.submissions),
@@ -126,21 +146,24 @@ def _full_run(
     return cold
 
 
-def _event_arg(job_names: list[str]) -> Any:
-    """Each case's event: a fresh marker generation per sample (so each submits a new run)."""
+def _event(job_names: list[str]) -> Callable[[ColdCase, int], str]:
+    """Each case's event as JSON: a fresh marker generation per sample (so each submits a new
+    run), a fresh message id per job-state hint."""
     base_generation = time.time_ns() // 1000
 
-    def event_arg(case: ColdCase, repetition: int) -> str:
+    def event(case: ColdCase, repetition: int) -> str:
         if case.event_kind == "job_state":
             if not job_names:
                 raise coldstart.ColdStartFailed(
-                    "no job of vertex-dispatch was found for the job-state cold starts: the (1b) "
-                    "cold starts should have created them; see the emulator logs"
+                    "no job of vertex-dispatch was found for the job-state cold starts: the "
+                    "submitting-marker cold starts should have created them; see the emulator logs"
                 )
-            return job_names[repetition % len(job_names)]
-        return str(base_generation + repetition * len(COLD_CASES) + COLD_CASES.index(case))
+            job_name = job_names[repetition % len(job_names)]
+            return coldstart.event_json(case.event_kind, job_name, str(time.time_ns()))
+        generation = base_generation + repetition * len(COLD_CASES) + COLD_CASES.index(case)
+        return coldstart.event_json(case.event_kind, str(generation))
 
-    return event_arg
+    return event
 
 
 def run_workload(name: str, size: int, env: Mapping[str, str]) -> dict[str, Any]:

@@ -16,7 +16,8 @@ from typing import Any
 FLOOR, OURS, BASELINE = "floor", "vertex-dispatch", "baseline"
 UNMATCHED, SUBMIT, JOB_STATE = "unmatched", "submit", "job_state"
 
-UNMATCHED_VS_FLOOR_MAX = 1.5  # (1a) time and memory within 1.5x the floor
+UNMATCHED_TIME_VS_FLOOR_MAX = 1.25  # (1a) time within 1.25x the floor, as deployed (issue 17)
+UNMATCHED_RSS_VS_FLOOR_MAX = 1.5  # (1a) memory within 1.5x the floor (issue 7)
 SUBMIT_TIME_VS_BASELINE_MAX = 0.5  # (1b) under half the baseline's time
 SUBMIT_RSS_VS_BASELINE_MAX = 0.7  # (1b) under 70% of its memory
 LEDGER_ROUND_TRIPS_MAX = 3
@@ -44,13 +45,16 @@ class Row:
 
 
 def summarize_cold(samples: list[Mapping[str, Any]]) -> dict[str, Any]:
-    """Median and max of wall time and peak RSS over one case's cold-start samples."""
+    """Median and max of wall time and peak RSS over one case's cold-start samples, and the
+    median CPU time when the samples have it (runs recorded before it was measured do not)."""
     seconds = [float(s["seconds"]) for s in samples]
     rss = [float(s["peak_rss_mib"]) for s in samples]
+    cpu = [float(s["cpu_seconds"]) for s in samples if "cpu_seconds" in s]
     return {
         "samples": len(samples),
         "median_seconds": statistics.median(seconds),
         "max_seconds": max(seconds),
+        "median_cpu_seconds": statistics.median(cpu) if len(cpu) == len(samples) else None,
         "median_rss_mib": statistics.median(rss),
         "max_rss_mib": max(rss),
         "cloud_clients_imported": sorted(
@@ -71,8 +75,8 @@ def _below(value: float, limit: float) -> Verdict:
     return _verdict(value < limit)
 
 
-def _ratio(value: float, reference: float | None) -> str:
-    return f"{value / reference:.2f}x" if reference else "n/a"
+def _ratio(value: float, reference: float | None, digits: int = 2) -> str:
+    return f"{value / reference:.{digits}f}x" if reference else "n/a"
 
 
 def cold_rows(cold: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> list[Row]:
@@ -131,18 +135,30 @@ def _our_cold_rows(
     )
     if scenario == UNMATCHED:
         clients = ours["cloud_clients_imported"]
+        # Three decimals, so that a ratio just over the limit does not print as the limit itself;
+        # the CPU-time ratio beside it moves less with the load of a shared machine.
+        cpu, floor_cpu = ours.get("median_cpu_seconds"), (floor or {}).get("median_cpu_seconds")
+        cpu_text = f" (CPU time {_ratio(cpu, floor_cpu, 3)})" if cpu and floor_cpu else ""
+        time_text = (
+            f"{seconds:.3f} s (max {ours['max_seconds']:.3f}) = {_ratio(seconds, floor_s, 3)} "
+            f"floor{cpu_text}, {_ratio(seconds, base_s)} baseline"
+        )
         return [
             Row(
                 f"{title}: time",
                 time_text,
-                f"<= {UNMATCHED_VS_FLOOR_MAX}x floor",
-                _at_most(seconds / floor_s, UNMATCHED_VS_FLOOR_MAX) if floor_s else Verdict.NOT_RUN,
+                f"<= {UNMATCHED_TIME_VS_FLOOR_MAX}x floor",
+                _at_most(seconds / floor_s, UNMATCHED_TIME_VS_FLOOR_MAX)
+                if floor_s
+                else Verdict.NOT_RUN,
             ),
             Row(
                 f"{title}: peak RSS",
                 rss_text,
-                f"<= {UNMATCHED_VS_FLOOR_MAX}x floor",
-                _at_most(rss / floor_rss, UNMATCHED_VS_FLOOR_MAX) if floor_rss else Verdict.NOT_RUN,
+                f"<= {UNMATCHED_RSS_VS_FLOOR_MAX}x floor",
+                _at_most(rss / floor_rss, UNMATCHED_RSS_VS_FLOOR_MAX)
+                if floor_rss
+                else Verdict.NOT_RUN,
             ),
             Row(
                 f"{title}: cloud clients imported",

@@ -37,4 +37,12 @@ def test_smoke_run_prints_the_table_and_writes_the_json(tmp_path: Path) -> None:
     assert ours["samples"] == 1
     assert ours["median_seconds"] > 0
     assert ours["median_rss_mib"] > 0
+    # Run as deployed: from the bundle deploy/bundle.py built, with its bytecode.
+    sample = ours["raw"][0]
+    bundle_shared = Path(sample["loaded_from"]["shared"])
+    assert bundle_shared.parts[-3:] == ("vertex-dispatch", "shared", "__init__.py")
+    assert not bundle_shared.is_relative_to(REPO_ROOT)
+    assert sample["root_modules_without_bytecode"] == []
+    assert results["source_roots"]["vertex-dispatch"]["pyc_files"] > 40
+    assert results["source_roots"]["floor"]["pyc_files"] == 1
     assert len(results["table"]) == len(lines) - 2
