@@ -27,7 +27,7 @@ from cloudevents.http import CloudEvent, from_json
 
 from shared.config.model import Config, PersistentResourcePlacement, Placement, Template
 from shared.decode import events, routing
-from shared.model.errors import ConfigError, InvalidJobSpec, MalformedEvent, PermanentError
+from shared.model.errors import ConfigError, MalformedEvent, PermanentError
 from shared.model.triggers import RetryRequest
 from shared.policy.records import describe_placement, describe_trigger
 
@@ -280,37 +280,22 @@ def _chosen_indices(template: Template, placement_index: int | None) -> range:
 def plan_placement(
     config: Config, template: Template, match: routing.RouteMatch, index: int
 ) -> PlacementPlan:
-    """Render attempt 1 of ``match``'s run on placement ``index`` and validate it offline."""
-    from shared import validation
+    """Attempt 1 of ``match``'s run on placement ``index``, checked as dispatch checks it
+    (``shared.validation.chain``), with the live rules skipped."""
     from shared.policy import jobspec
+    from shared.validation.chain import check_placement
 
-    placement = template.placements[index]
-    skipped = _skipped_checks(placement)
-    try:
-        rendered = jobspec.render_job(
-            template,
-            match.params,
-            placement,
-            project=config.project,
-            default_region=config.region,
-            run_id=match.run_id,
-            attempt=FIRST_ATTEMPT,
-        )
-    except InvalidJobSpec as error:
-        violation = validation.Violation("jobSpec", validation.Rule.JOB_SPEC, str(error))
-        return PlacementPlan(
-            index, describe_placement(placement), None, None, (violation,), skipped
-        )
-    violations = validation.validate_spec(
-        rendered.custom_job, placement, config.guards, region=rendered.region
+    check = check_placement(
+        config, template, match.params, index, run_id=match.run_id, attempt=FIRST_ATTEMPT
     )
+    rendered = check.rendered
     return PlacementPlan(
         index=index,
-        placement=describe_placement(placement),
-        parent=rendered.parent,
-        job_json=jobspec.job_to_json(rendered.custom_job),
-        violations=tuple(violations),
-        skipped_checks=skipped,
+        placement=describe_placement(check.placement),
+        parent=rendered.parent if rendered else None,
+        job_json=jobspec.job_to_json(rendered.custom_job) if rendered else None,
+        violations=check.violations,
+        skipped_checks=_skipped_checks(check.placement),
     )
 
 

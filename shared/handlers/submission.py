@@ -33,7 +33,7 @@ from shared.adapters.ledger import (
     RunSnapshot,
     RunStatus,
 )
-from shared.config.model import Config, PersistentResourcePlacement, Placement, Template
+from shared.config.model import Config, Placement, Template
 from shared.handlers.rejections import alert_once, finish_run
 from shared.logs import log
 from shared.model.alerts import AlertReason
@@ -43,6 +43,7 @@ from shared.policy import jobspec
 from shared.policy.machines import preemptible_quota_metric
 from shared.policy.records import describe_placement, placement_record
 from shared.policy.timing import INTENT_LEASE
+from shared.validation.chain import check_chain
 
 logger = logging.getLogger(__name__)
 
@@ -108,19 +109,24 @@ def _reattach(
 def _walk_placements(
     submission: Submission, snapshot: RunSnapshot, attempt_number: int, first_placement: int
 ) -> DispatchResult:
-    chain = submission.template.placements
     blocked: list[str] = []
-    for index in range(first_placement, len(chain)):
-        placement = chain[index]
-        try:
-            rendered = _render(submission, snapshot, placement, attempt_number)
-        except InvalidJobSpec as error:
-            return _reject(submission, snapshot, str(error))
-        violations = _violations(submission, rendered, placement)
-        verdict = validation.verdict(violations)
-        if verdict is validation.ViolationKind.INVALID:
+    chain = check_chain(
+        submission.config,
+        submission.template,
+        submission.params,
+        run_id=snapshot.run.run_id,
+        attempt=attempt_number,
+        indices=range(first_placement, len(submission.template.placements)),
+        read_resource=vertex.get_persistent_resource,
+    )
+    for check in chain:
+        if check.rendered is None:  # the template does not render: its spec is invalid
+            return _reject(submission, snapshot, check.render_error or "")
+        violations = check.violations
+        if check.verdict is validation.ViolationKind.INVALID:
             return _reject(submission, snapshot, validation.describe(violations))
-        if verdict is validation.ViolationKind.UNAVAILABLE:
+        placement = check.placement
+        if check.verdict is validation.ViolationKind.UNAVAILABLE:
             blocked.append(f"{describe_placement(placement)}: {validation.describe(violations)}")
             log(
                 logger,
@@ -131,40 +137,8 @@ def _walk_placements(
                 violations=[str(v) for v in violations],
             )
             continue
-        return _claim_and_create(submission, snapshot, attempt_number, placement, rendered)
+        return _claim_and_create(submission, snapshot, attempt_number, placement, check.rendered)
     return _no_placement(submission, snapshot, attempt_number, blocked)
-
-
-def _render(
-    submission: Submission, snapshot: RunSnapshot, placement: Placement, attempt_number: int
-) -> jobspec.RenderedJob:
-    config = submission.config
-    return jobspec.render_job(
-        submission.template,
-        submission.params,
-        placement,
-        project=config.project,
-        default_region=config.region,
-        run_id=snapshot.run.run_id,
-        attempt=attempt_number,
-    )
-
-
-def _violations(
-    submission: Submission, rendered: jobspec.RenderedJob, placement: Placement
-) -> list[validation.Violation]:
-    resource = None
-    if isinstance(placement, PersistentResourcePlacement):
-        resource = vertex.get_persistent_resource(
-            f"{rendered.parent}/persistentResources/{placement.resource_id}"
-        )
-    return validation.validate_job(
-        rendered.custom_job,
-        placement,
-        submission.config.guards,
-        resource,
-        region=rendered.region,
-    )
 
 
 def _claim_and_create(

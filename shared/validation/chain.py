@@ -1,0 +1,104 @@
+"""A template's placement chain, checked in order: each placement's job rendered and validated.
+
+Dispatch (``shared.handlers.submission``) and ``vertex-dispatch plan`` both walk the chain through
+``check_chain``, so the job the plan prints is the job dispatch creates, checked by the same rules.
+They differ only in what they can read: dispatch reads a persistent resource live
+(``read_resource``), the plan reads nothing (``read_resource=None``: the live rules are skipped,
+and the plan says so). Dispatch stops at the first placement that can take the job; the plan
+looks at every placement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+
+from shared.aiplatform import PersistentResource
+from shared.config.model import Config, PersistentResourcePlacement, Placement, Template
+from shared.model.errors import InvalidJobSpec
+from shared.policy import jobspec
+from shared.validation.compose import validate_job, validate_spec
+from shared.validation.violations import Rule, Violation, ViolationKind, verdict
+
+ResourceReader = Callable[[str], PersistentResource | None]
+"""Reads a persistent resource by name (None: it does not exist)."""
+
+
+@dataclass(frozen=True)
+class PlacementCheck:
+    """One placement of the chain: the job rendered for it and what that job breaks."""
+
+    index: int  # position in the template's placement chain
+    placement: Placement
+    rendered: jobspec.RenderedJob | None  # None when the template did not render
+    violations: tuple[Violation, ...]
+    render_error: str | None = None  # why the template did not render (an invalid spec)
+
+    @property
+    def verdict(self) -> ViolationKind | None:
+        """INVALID (a human must act), UNAVAILABLE (try the next placement) or None (create)."""
+        return verdict(self.violations)
+
+
+def check_chain(
+    config: Config,
+    template: Template,
+    params: Mapping[str, str],
+    *,
+    run_id: str,
+    attempt: int,
+    indices: range | None = None,
+    read_resource: ResourceReader | None = None,
+) -> Iterator[PlacementCheck]:
+    """Each placement of ``template``'s chain at ``indices`` (all by default), in order.
+
+    ``read_resource`` reads a persistent resource for the live rules; None checks offline only.
+    """
+    for index in indices if indices is not None else range(len(template.placements)):
+        yield check_placement(
+            config,
+            template,
+            params,
+            index,
+            run_id=run_id,
+            attempt=attempt,
+            read_resource=read_resource,
+        )
+
+
+def check_placement(
+    config: Config,
+    template: Template,
+    params: Mapping[str, str],
+    index: int,
+    *,
+    run_id: str,
+    attempt: int,
+    read_resource: ResourceReader | None = None,
+) -> PlacementCheck:
+    """Render attempt ``attempt`` of run ``run_id`` on placement ``index`` and validate it."""
+    placement = template.placements[index]
+    try:
+        rendered = jobspec.render_job(
+            template,
+            params,
+            placement,
+            project=config.project,
+            default_region=config.region,
+            run_id=run_id,
+            attempt=attempt,
+        )
+    except InvalidJobSpec as error:
+        violation = Violation("jobSpec", Rule.JOB_SPEC, str(error))
+        return PlacementCheck(index, placement, None, (violation,), render_error=str(error))
+    job, region = rendered.custom_job, rendered.region
+    if read_resource is None:
+        violations = validate_spec(job, placement, config.guards, region=region)
+    else:
+        resource = None
+        if isinstance(placement, PersistentResourcePlacement):
+            resource = read_resource(
+                f"{rendered.parent}/persistentResources/{placement.resource_id}"
+            )
+        violations = validate_job(job, placement, config.guards, resource, region=region)
+    return PlacementCheck(index, placement, rendered, tuple(violations))
