@@ -1,4 +1,4 @@
-"""The CloudEvents the benchmark delivers, shaped as Eventarc delivers them (DESIGN.md §4).
+"""The CloudEvents the benchmark delivers, shaped as Eventarc delivers them (docs/messages.md).
 
 Plain dicts until the last moment: a cold-start child builds its event without importing more
 than ``cloudevents``, which every function under functions-framework imports anyway.

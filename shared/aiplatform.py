@@ -1,9 +1,10 @@
 """The one door to ``google.cloud.aiplatform_v1``: its protos and clients, imported lazily.
 
 Why: ``from google.cloud import aiplatform_v1`` costs about 1.8 s and 45 MiB in a fresh process
-(DESIGN.md §5), because the package's ``__init__`` imports all ~40 services and every type module,
-and importing any submodule (``aiplatform_v1.types.custom_job``) runs that ``__init__`` first.
-Dispatch uses two services and a dozen types; on a cold start it paid for the rest.
+(docs/architecture.md, "Costs"), because the package's ``__init__`` imports all ~40 services and
+every type module, and importing any submodule (``aiplatform_v1.types.custom_job``) runs that
+``__init__`` first. Dispatch uses two services and a dozen types; on a cold start it paid for the
+rest.
 
 How: the package's own ``__init__`` is read (not run) before anything imports it. Each
 ``from .sub.module import Name`` line becomes an entry of a table; the package is registered in

@@ -1,10 +1,10 @@
 """The Google Cloud clients, built lazily and once per process (one Cloud Functions instance).
 
 Nothing here imports a client library at module import time: the libraries cost 0.7 to 2.4 s each
-(DESIGN.md §5) and an event that matches no route must not pay for them. Each getter imports its
-library on first call and caches the client under the settings that shaped it (project, region,
-emulator address), so a test that points the process at another emulator gets a new client while
-production builds each client exactly once.
+(docs/architecture.md, "Costs") and an event that matches no route must not pay for them. Each
+getter imports its library on first call and caches the client under the settings that shaped it
+(project, region, emulator address), so a test that points the process at another emulator gets a
+new client while production builds each client exactly once.
 
 Emulators:
 

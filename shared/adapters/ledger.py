@@ -5,7 +5,7 @@ document conversion and the ledger's errors) lives in the cloud-free ``shared.mo
 re-exported here, so ``from shared.adapters.ledger import Run`` keeps working. This module owns the
 store: the ``Ledger`` class, ``default_ledger`` and the translation of Firestore errors into the
 error tree. The ledger is what makes dispatch exactly-once, so it rests only on the two Firestore
-primitives measured to hold under contention (DESIGN.md §5):
+primitives measured to hold under contention (docs/architecture.md, "Costs"):
 
 - ``document.create()`` fails when the document exists: ``open_run`` is create-if-absent;
 - an update with ``last_update_time`` as precondition is a compare-and-set: every other write

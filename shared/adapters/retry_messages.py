@@ -1,10 +1,10 @@
 """Retry messages: the next attempt of a run, published to the requests topic.
 
-Retries go through the same door as new work (DESIGN.md §1): dispatch decodes the message
-(``shared.decode.events._decode_retry``), validates the attempt again and claims it exactly once, so
-a retry published twice still makes one job. That is what lets the job-state function publish a
-retry that is due at once, and the reconciler publish one whose backoff has passed, without
-coordinating: whoever publishes second changes nothing.
+Retries go through the same door as new work (docs/architecture.md, "Events are hints, state is
+read"): dispatch decodes the message (``shared.decode.events._decode_retry``), validates the attempt
+again and claims it exactly once, so a retry published twice still makes one job. That is what lets
+the job-state function publish a retry that is due at once, and the reconciler publish one whose
+backoff has passed, without coordinating: whoever publishes second changes nothing.
 
 The message (docs/messages.md, "Retry"): attribute ``vertex_dispatch_kind=retry`` and the body
 ``{"run_id", "attempt", "placement_index", "reason"}``.

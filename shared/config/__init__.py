@@ -3,7 +3,7 @@
 ``model`` holds the frozen dataclasses every other module reads; ``loader`` turns a YAML file (a
 path or a ``gs://`` URI) into them, once per instance, with errors that name the file, the key path
 and the fix. Nothing here imports a Google Cloud client: an event that matches no route must stay
-cheap (DESIGN.md §5).
+cheap (docs/architecture.md, "Costs").
 """
 
 from shared.config.model import (

@@ -9,7 +9,7 @@ Reading the config from a path or a ``gs://`` URI, once per process, is the adap
 
 The sections are read by their own modules (``routes``, ``templates``, ``guards``, ...); this one
 reads the top level and runs the checks that span sections. Nothing here imports a Google Cloud
-client: an event that matches no route must stay cheap (DESIGN.md §5).
+client: an event that matches no route must stay cheap (docs/architecture.md, "Costs").
 """
 
 from __future__ import annotations

@@ -109,7 +109,8 @@ class PersistentResourcePlacement:
 class FlexStartPlacement:
     """Run under Dynamic Workload Scheduler (``scheduling.strategy = FLEX_START``)."""
 
-    max_wait: timedelta  # 0 waits forever; always set explicitly (DESIGN.md §3)
+    # 0 waits forever; always set explicitly (docs/architecture.md, "The Vertex AI rules")
+    max_wait: timedelta
     region: str | None = None
     machine: MachineOverride | None = None
 

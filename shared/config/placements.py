@@ -10,8 +10,8 @@ Users write::
           region: us-east4
           machine: {machine_type: a3-highgpu-1g, accelerator: {type: NVIDIA_H100_80GB, count: 1}}
 
-``max_wait`` is required (DESIGN.md §3: the service default of one day is easy to forget); ``0``
-waits for as long as it takes.
+``max_wait`` is required (docs/architecture.md, "The Vertex AI rules": the service default of one
+day is easy to forget); ``0`` waits for as long as it takes.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ the field, the rule and the fix; no ``KeyError`` or ``TypeError`` escapes. The a
 limits are documented in docs/messages.md, which this module and its tests must agree with.
 
 No Google Cloud client is imported here: decoding happens before routing, and an event that
-matches no route must stay cheap (DESIGN.md §5).
+matches no route must stay cheap (docs/architecture.md, "Costs").
 """
 
 from __future__ import annotations

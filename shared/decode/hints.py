@@ -12,11 +12,11 @@ Two shapes arrive on the job-events topic, both as Pub/Sub messagePublished Clou
   else from the entry's ``compute.googleapis.com/zone`` label, else it is left open and the
   job-state function looks in each region the config uses.
 
-Neither is trusted beyond naming a job (DESIGN.md §1): the job is read from Vertex AI, and its
-labels, not the hint, say which run and attempt it is. So ``observed_state`` is informative only,
-and a hint that cannot be decoded is malformed (``MalformedEvent``): the job-state function logs
-it and acknowledges it, since redelivering cannot fix it and the reconciler catches the state
-anyway. Nothing here imports a Google Cloud client.
+Neither is trusted beyond naming a job (docs/architecture.md, "Events are hints, state is read"):
+the job is read from Vertex AI, and its labels, not the hint, say which run and attempt it is. So
+``observed_state`` is informative only, and a hint that cannot be decoded is malformed
+(``MalformedEvent``): the job-state function logs it and acknowledges it, since redelivering cannot
+fix it and the reconciler catches the state anyway. Nothing here imports a Google Cloud client.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 ``handle_job_event`` is what ``on_job_event`` calls for every message on the job-events topic
 (our job-state messages and Cloud Logging entries, ``shared.decode.hints``). Events are hints, state
-is read (DESIGN.md §1):
+is read (docs/architecture.md, "Events are hints, state is read"):
 
 1. decode the hint; one that names no job is logged (ERROR, so a misrouted log sink shows up)
    and acknowledged: there is no run to record it on, redelivery cannot fix it, and the

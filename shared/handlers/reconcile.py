@@ -1,8 +1,9 @@
 """The reconciler: each Cloud Scheduler tick, compare the ledger with Vertex AI and act on the gaps.
 
-Vertex AI publishes no event when a CustomJob changes state (DESIGN.md §1), so this tick is what
-guarantees that nothing is missed. It is a Kueue-style reconcile: read, compute what is owed, apply,
-and let the next tick repeat whatever did not happen. One tick:
+Vertex AI publishes no event when a CustomJob changes state (docs/architecture.md, "Events are
+hints, state is read"), so this tick is what guarantees that nothing is missed. It is a Kueue-style
+reconcile: read, compute what is owed, apply, and let the next tick repeat whatever did not happen.
+One tick:
 
 1. reads the active runs from the ledger (at most ``reconcile_max_runs``);
 2. per parent (project and region) lists our jobs with ONE label-filtered ``ListCustomJobs`` per
@@ -30,11 +31,11 @@ and let the next tick repeat whatever did not happen. One tick:
 
 Running two ticks at once is harmless: a state is recorded by compare-and-set (the loser of a
 race gets ``LedgerConflict``, counted, and the next tick finds the state recorded), retries are
-claimed once by dispatch, cancels are idempotent, and each watchdog alert is claimed in the ledger
-before it is sent.
+claimed once by dispatch, cancels are idempotent, and each watchdog alert is sent once per run and
+reason (``rejections.alert_once``: sent, then recorded).
 
-Why the tick applies states rather than publishing a hint per change to ``on_job_event`` (what
-DESIGN.md §1 first sketched): a hint is re-published every tick until the job-state function has
+Why the tick applies states rather than publishing a hint per change to ``on_job_event`` (the
+first sketch of the design): a hint is re-published every tick until the job-state function has
 recorded it, so whenever hints are handled more slowly than ticks come, each tick adds a copy of
 every pending hint and the backlog grows without bound. In the 2,000-trigger soak that left 1,785
 runs unrecorded after 15 minutes. Applying the listed state costs one ledger read and one write

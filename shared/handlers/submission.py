@@ -1,7 +1,7 @@
 """Submit one attempt of a run exactly once: walk the placement chain, record, then create.
 
 The ledger makes CreateCustomJob at-most-once per attempt even though every event is delivered at
-least once and CreateCustomJob takes no request id (DESIGN.md §1):
+least once and CreateCustomJob takes no request id (docs/architecture.md, "Exactly once"):
 
 1. An attempt that already has its job is done: the delivery is a duplicate.
 2. An attempt with an intent but no job is looked up by its labels (``vd-run``, ``vd-attempt``):

@@ -26,7 +26,8 @@ from the texts the project's Vertex AI emulator produces (``vertex_ai_emulator/f
 The order carries the rules that codes alone cannot:
 
 - code 8 (RESOURCE_EXHAUSTED) is shared by stockouts and quota ceilings: quota wording wins,
-  any other code-8 failure is capacity (DESIGN.md §3: a FLEX_START wait that expired is capacity);
+  any other code-8 failure is capacity (docs/architecture.md, "The Vertex AI rules": a FLEX_START
+  wait that expired is capacity);
 - code 3 (INVALID_ARGUMENT) is also what a replica exiting non-zero reports: the replica-exit text
   makes it user code, and only without it is the spec invalid;
 - a replica's exit message may quote the training code's own traceback (which can mention quota

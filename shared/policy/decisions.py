@@ -5,7 +5,7 @@ Pure: ``decide`` reads the run as recorded, the template's ``RetryPolicy`` and t
 the caller records it (one compare-and-set) and then acts on it (publish a retry, alert once,
 publish a completion). The clock and the jitter come in as ``now`` and ``rng``.
 
-The rules (issue #4; DESIGN.md §6, Kueue and SkyPilot):
+The rules (docs/architecture.md, "Peers we learned from": Kueue and SkyPilot):
 
 - success → SUCCEEDED, and a completion message is due;
 - cancelled → CANCELLED: someone stopped it on purpose; never retried, no alert (logged only);
@@ -281,7 +281,8 @@ def _quota_alert(
 
 
 def _metric_to_raise(template: Template, failed: Attempt, classification: Classification) -> str:
-    """FLEX_START draws on the preemptible quota (seed 000), whatever metric the error names."""
+    """FLEX_START draws on the preemptible quota (docs/architecture.md, "The Vertex AI rules"),
+    whatever metric the error names."""
     placement = _placement_of(template, failed)
     if isinstance(placement, FlexStartPlacement):
         metric = preemptible_quota_metric(_accelerator_type(template, placement) or "")

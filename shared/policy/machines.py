@@ -1,8 +1,9 @@
 """What Vertex AI machine types carry: their GPUs, their boot disks, the quota they draw on.
 
-Pure tables (DESIGN.md §3) and lookups over them, keyed by the names the REST API uses
-(``a2-highgpu-1g``, ``NVIDIA_TESLA_A100``), so no proto import is needed here. The rules that use
-them live in ``shared.validation``; the job-state function names quota metrics in its alerts.
+Pure tables (docs/architecture.md, "The Vertex AI rules") and lookups over them, keyed by the names
+the REST API uses (``a2-highgpu-1g``, ``NVIDIA_TESLA_A100``), so no proto import is needed here. The
+rules that use them live in ``shared.validation``; the job-state function names quota metrics in its
+alerts.
 """
 
 from __future__ import annotations
@@ -79,8 +80,9 @@ HYPERDISK_BOOT_DISK_TYPE: Final = "hyperdisk-balanced"
 
 _QUOTA_SERVICE = "aiplatform.googleapis.com"
 
-# FLEX_START jobs draw on the *preemptible* GPU quota (seed 000). The L4, A100, A100 80GB, H100
-# and H100 Mega names are in public use; H200 and B200 follow the same pattern, unconfirmed.
+# FLEX_START jobs draw on the *preemptible* GPU quota (docs/architecture.md, "The Vertex AI
+# rules"). The L4, A100, A100 80GB, H100 and H100 Mega names are in public use; H200 and B200
+# follow the same pattern, unconfirmed.
 PREEMPTIBLE_QUOTA_METRICS: Final[Mapping[str, str]] = {
     gpu: f"{_QUOTA_SERVICE}/custom_model_training_preemptible_nvidia_{suffix}_gpus"
     for gpu, suffix in {

@@ -8,9 +8,9 @@ the rule, and what to change, and says whose move it is:
 - ``unavailable``: this placement cannot take the job now (its persistent resource is missing,
   not RUNNING or full); the placement chain moves on to the next placement.
 
-The rules come from DESIGN.md §3 (FLEX_START, persistent resources, machine types, labels) and
-from the config's guards. ``check_templates`` lints a whole config for ``vertex-dispatch validate``
-without reading anything live.
+The rules come from docs/architecture.md, "The Vertex AI rules" (FLEX_START, persistent resources,
+machine types, labels) and from the config's guards. ``check_templates`` lints a whole config for
+``vertex-dispatch validate`` without reading anything live.
 
 One concept per module; this package re-exports their public names:
 

@@ -1,5 +1,5 @@
-"""The FLEX_START rules (DESIGN.md §3): the GPUs DWS serves, the 7-day timeout, one machine
-configuration for every pool, and an explicit maxWaitDuration.
+"""The FLEX_START rules (docs/architecture.md, "The Vertex AI rules"): the GPUs DWS serves, the
+7-day timeout, one machine configuration for every pool, and an explicit maxWaitDuration.
 
 ``shared.validation.compose`` runs them only for a ``flex_start`` placement.
 """

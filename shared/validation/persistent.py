@@ -1,4 +1,5 @@
-"""The persistent-resource rules, read live (DESIGN.md §3, seed 001): ``check_resource``.
+"""The persistent-resource rules, read live (docs/architecture.md, "The Vertex AI rules"):
+``check_resource``.
 
 The resource must exist and be RUNNING, share the job's network and CMEK key, have a pool whose
 machine and boot disk equal each job pool's, and hold the replicas asked for. A missing, stopped
@@ -54,7 +55,8 @@ def _pool_ceiling(pool: ResourcePool) -> int:
 def check_resource(
     job: CustomJob, placement: PersistentResourcePlacement, resource: PersistentResource | None
 ) -> list[Violation]:
-    """The rules read live from the persistent resource (DESIGN.md §3, seed 001)."""
+    """The rules read live from the persistent resource (docs/architecture.md, "The Vertex AI
+    rules")."""
     if resource is None:
         return [
             _unavailable(

@@ -19,7 +19,8 @@ from shared.policy import machines
 from shared.policy.jobspec import is_skipped_pool
 from shared.validation.violations import Violation
 
-# Vertex AI's defaults for what a job leaves unset (DESIGN.md §3 and the API reference).
+# Vertex AI's defaults for what a job leaves unset (docs/architecture.md, "The Vertex AI rules",
+# and the API reference).
 DEFAULT_TIMEOUT: Final = timedelta(days=7)
 DEFAULT_BOOT_DISK_TYPE: Final = "pd-ssd"
 DEFAULT_BOOT_DISK_SIZE_GB: Final = 100

@@ -1,9 +1,9 @@
 """Cloud Storage, served by ``gcp-storage-emulator`` (PyPI) as a subprocess, in memory.
 
 Google ships no Cloud Storage emulator. This one covers objects and listing by prefix but ignores
-preconditions (``ifGenerationMatch``...) and has no notifications (DESIGN.md section 5), so no
-correctness may rest on it beyond that. It runs under the current interpreter, so it needs only
-the project's dev dependencies.
+preconditions (``ifGenerationMatch``...) and has no notifications (docs/architecture.md, "Exactly
+once"), so no correctness may rest on it beyond that. It runs under the current interpreter, so it
+needs only the project's dev dependencies.
 """
 
 from __future__ import annotations

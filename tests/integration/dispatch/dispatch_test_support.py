@@ -1,6 +1,6 @@
 """Real-shaped events, the HTTP deliveries that carry them, and readers of what dispatch left.
 
-Events are built as Eventarc and Pub/Sub shape them (DESIGN.md §4, docs/messages.md) and POSTed
+Events are built as Eventarc and Pub/Sub shape them (docs/messages.md) and POSTed
 to functions-framework the ways the platform delivers them: a CloudEvent in binary mode (``ce-*``
 headers) or structured mode (``application/cloudevents+json``), or a plain Pub/Sub push body sent
 to ``/projects/P/topics/T``. The readers look only at state: the ledger in Firestore, messages on
