@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from shared.validation import TemplateProblem, Violation
     from tooling.planning import PlacementPlan, Plan
 
-# planning.Verdict value -> exit status of `plan`.
+# planning.PlanVerdict value -> exit status of `plan`.
 PLAN_EXIT_CODES: Final[Mapping[str, int]] = {
     "valid": EXIT_OK,
     "invalid": EXIT_PROBLEMS,

@@ -56,7 +56,7 @@ class PlanUsageError(PermanentError):
     """The command was asked for something it cannot plan (a placement outside the chain, ...)."""
 
 
-class Verdict(enum.Enum):
+class PlanVerdict(enum.Enum):
     """What dispatch would do with the event, as far as can be known offline."""
 
     VALID = "valid"  # the first placement planned passes every offline rule: it would be created
@@ -86,7 +86,7 @@ class PlacementPlan:
 class Plan:
     """Everything ``vertex-dispatch plan`` prints about one event."""
 
-    verdict: Verdict
+    verdict: PlanVerdict
     reason: str = ""  # why the event was rejected, matched nothing, or is not routed
     trigger: str = ""  # one line describing the decoded trigger ("" when it did not decode)
     route: str = ""
@@ -199,7 +199,7 @@ def plan_event_json(
     try:
         cloud_event = cloud_event_from_json(text, topic=topic, now=now)
     except MalformedEvent as error:
-        return Plan(Verdict.REJECTED, reason=f"{type(error).__name__}: {error}")
+        return Plan(PlanVerdict.REJECTED, reason=f"{type(error).__name__}: {error}")
     return plan_event(config, cloud_event, placement_index=placement_index)
 
 
@@ -215,10 +215,10 @@ def plan_event(
     try:
         trigger = events.decode(cloud_event)
     except MalformedEvent as error:
-        return Plan(Verdict.REJECTED, reason=f"{type(error).__name__}: {error}")
+        return Plan(PlanVerdict.REJECTED, reason=f"{type(error).__name__}: {error}")
     if isinstance(trigger, RetryRequest):
         return Plan(
-            Verdict.NOT_ROUTED,
+            PlanVerdict.NOT_ROUTED,
             reason=(
                 f"a retry message continues run {trigger.run_id} from the ledger, which plan "
                 "does not read; plan the event that started the run instead"
@@ -232,13 +232,13 @@ def plan_event(
         raise
     except PermanentError as error:
         return Plan(
-            Verdict.REJECTED,
+            PlanVerdict.REJECTED,
             reason=f"{type(error).__name__}: {error}",
             trigger=describe_trigger(trigger),
         )
     if match is None:
         return Plan(
-            Verdict.NO_ROUTE,
+            PlanVerdict.NO_ROUTE,
             reason=(
                 f"no route of {config.source} matches this event; dispatch would drop it (logged "
                 "at DEBUG) without creating anything"
@@ -252,7 +252,7 @@ def plan_event(
     )
     first_valid = bool(placements) and placements[0].valid
     return Plan(
-        Verdict.VALID if first_valid else Verdict.INVALID,
+        PlanVerdict.VALID if first_valid else PlanVerdict.INVALID,
         trigger=describe_trigger(trigger),
         route=match.route,
         template=match.template,

@@ -89,7 +89,7 @@ class QuotaExceeded(PermanentError):
     headline = "a Vertex AI quota refused the job"
 
 
-class _Verdict(enum.Enum):
+class _CallFailure(enum.Enum):
     """What a failed call means, before it becomes an exception of the error tree."""
 
     TRANSIENT = "transient"
@@ -99,35 +99,35 @@ class _Verdict(enum.Enum):
     EXHAUSTED = "exhausted"  # quota or rate limit: the message tells which
 
 
-_VERDICT_BY_GRPC_STATUS: dict[str, _Verdict] = {
-    "CANCELLED": _Verdict.TRANSIENT,
-    "UNKNOWN": _Verdict.TRANSIENT,
-    "INVALID_ARGUMENT": _Verdict.REJECTED,
-    "DEADLINE_EXCEEDED": _Verdict.TRANSIENT,
-    "NOT_FOUND": _Verdict.NOT_FOUND,
-    "ALREADY_EXISTS": _Verdict.REJECTED,
-    "PERMISSION_DENIED": _Verdict.PERMISSION,
-    "RESOURCE_EXHAUSTED": _Verdict.EXHAUSTED,
-    "FAILED_PRECONDITION": _Verdict.REJECTED,
-    "ABORTED": _Verdict.TRANSIENT,
-    "OUT_OF_RANGE": _Verdict.REJECTED,
-    "UNIMPLEMENTED": _Verdict.REJECTED,
-    "INTERNAL": _Verdict.TRANSIENT,
-    "UNAVAILABLE": _Verdict.TRANSIENT,
-    "DATA_LOSS": _Verdict.TRANSIENT,
-    "UNAUTHENTICATED": _Verdict.PERMISSION,
+_FAILURE_BY_GRPC_STATUS: dict[str, _CallFailure] = {
+    "CANCELLED": _CallFailure.TRANSIENT,
+    "UNKNOWN": _CallFailure.TRANSIENT,
+    "INVALID_ARGUMENT": _CallFailure.REJECTED,
+    "DEADLINE_EXCEEDED": _CallFailure.TRANSIENT,
+    "NOT_FOUND": _CallFailure.NOT_FOUND,
+    "ALREADY_EXISTS": _CallFailure.REJECTED,
+    "PERMISSION_DENIED": _CallFailure.PERMISSION,
+    "RESOURCE_EXHAUSTED": _CallFailure.EXHAUSTED,
+    "FAILED_PRECONDITION": _CallFailure.REJECTED,
+    "ABORTED": _CallFailure.TRANSIENT,
+    "OUT_OF_RANGE": _CallFailure.REJECTED,
+    "UNIMPLEMENTED": _CallFailure.REJECTED,
+    "INTERNAL": _CallFailure.TRANSIENT,
+    "UNAVAILABLE": _CallFailure.TRANSIENT,
+    "DATA_LOSS": _CallFailure.TRANSIENT,
+    "UNAUTHENTICATED": _CallFailure.PERMISSION,
 }
 
 # The REST transport raises by HTTP status only (400 is a bare BadRequest, 429 TooManyRequests).
-_VERDICT_BY_HTTP_STATUS: dict[int, _Verdict] = {
-    400: _Verdict.REJECTED,
-    401: _Verdict.PERMISSION,
-    403: _Verdict.PERMISSION,
-    404: _Verdict.NOT_FOUND,
-    409: _Verdict.TRANSIENT,  # ABORTED; we never name jobs, so never ALREADY_EXISTS
-    429: _Verdict.EXHAUSTED,
-    499: _Verdict.TRANSIENT,
-    501: _Verdict.REJECTED,
+_VERDICT_BY_HTTP_STATUS: dict[int, _CallFailure] = {
+    400: _CallFailure.REJECTED,
+    401: _CallFailure.PERMISSION,
+    403: _CallFailure.PERMISSION,
+    404: _CallFailure.NOT_FOUND,
+    409: _CallFailure.TRANSIENT,  # ABORTED; we never name jobs, so never ALREADY_EXISTS
+    429: _CallFailure.EXHAUSTED,
+    499: _CallFailure.TRANSIENT,
+    501: _CallFailure.REJECTED,
 }
 
 _PERMISSION_BY_METHOD: dict[str, str] = {
@@ -285,20 +285,20 @@ def _cut_mid_exchange(error: requests.exceptions.ConnectionError) -> bool:
 def _translated(error: api_exceptions.GoogleAPICallError, method: str, resource: str) -> Exception:
     verdict = _verdict_of(error)
     what = f"Vertex AI {method} on {resource}"
-    if verdict is _Verdict.TRANSIENT:
+    if verdict is _CallFailure.TRANSIENT:
         if isinstance(error, _OUTCOME_UNKNOWN_EXCEPTIONS):
             return OutcomeUnknown(f"{what} failed, and may have been carried out: {error.message}")
         return BackendUnavailable(f"{what} failed, try again: {error.message}")
-    if verdict is _Verdict.REJECTED:
+    if verdict is _CallFailure.REJECTED:
         return VertexRejected(
             f"{what} was rejected: {error.message}; change what the message names (in the "
             "template, its placement or the request) and send the request again"
         )
-    if verdict is _Verdict.NOT_FOUND:
+    if verdict is _CallFailure.NOT_FOUND:
         return VertexNotFound(
             f"{what}: not found ({error.message}); check the project, region and id"
         )
-    if verdict is _Verdict.PERMISSION:
+    if verdict is _CallFailure.PERMISSION:
         permission = _PERMISSION_BY_METHOD.get(method, "the aiplatform permission")
         return VertexPermissionDenied(
             f"{what} was denied ({error.message}): the function's service account needs "
@@ -312,15 +312,15 @@ def _translated(error: api_exceptions.GoogleAPICallError, method: str, resource:
     )
 
 
-def _verdict_of(error: api_exceptions.GoogleAPICallError) -> _Verdict:
+def _verdict_of(error: api_exceptions.GoogleAPICallError) -> _CallFailure:
     status = getattr(error.grpc_status_code, "name", None)
-    if status in _VERDICT_BY_GRPC_STATUS:
-        return _VERDICT_BY_GRPC_STATUS[status]
+    if status in _FAILURE_BY_GRPC_STATUS:
+        return _FAILURE_BY_GRPC_STATUS[status]
     http_status = error.code if isinstance(error.code, int) else 500
     if http_status in _VERDICT_BY_HTTP_STATUS:
         return _VERDICT_BY_HTTP_STATUS[http_status]
     # Unknown answers: a server-side one may pass, a client-side one will not.
-    return _Verdict.TRANSIENT if http_status >= 500 else _Verdict.REJECTED
+    return _CallFailure.TRANSIENT if http_status >= 500 else _CallFailure.REJECTED
 
 
 def _is_rate_limit(error: api_exceptions.GoogleAPICallError) -> bool:

@@ -20,10 +20,10 @@ Two rules come before the verdict table, because the real service's texts cannot
   A FAILED job read sooner has no error yet; the caller records it and decides on a later read,
   until ``ERROR_SETTLE_TIME`` after the end (then no error means ``UNKNOWN``, as before).
 
-The verdict table ``VERDICTS`` is ordered; the first row that matches wins. It is built from the
-texts the real service puts in ``CustomJob.error`` (quoted in GitHub issues and Google's docs) and
-from the texts the project's Vertex AI emulator produces (``vertex_ai_emulator/failures.py``).
-The order carries the rules that codes alone cannot:
+The verdict table ``CLASSIFICATION_RULES`` is ordered; the first row that matches wins. It is built
+from the texts the real service puts in ``CustomJob.error`` (quoted in GitHub issues and Google's
+docs) and from the texts the project's Vertex AI emulator produces
+(``vertex_ai_emulator/failures.py``). The order carries the rules that codes alone cannot:
 
 - code 8 (RESOURCE_EXHAUSTED) is shared by stockouts and quota ceilings: quota wording wins,
   any other code-8 failure is capacity (docs/architecture.md, "The Vertex AI rules": a FLEX_START
@@ -98,7 +98,7 @@ class NotTerminal(PermanentError):
 
 
 @dataclass(frozen=True)
-class VerdictRow:
+class ClassificationRule:
     """One row of the verdict table: which jobs it matches and the class they get.
 
     ``states`` and ``codes`` of None match any; ``pattern`` of None matches any message.
@@ -123,17 +123,19 @@ def _text(pattern: str) -> re.Pattern[str]:
 
 
 # Ordered: the first matching row wins (module docstring). Comments quote the texts each row is for.
-VERDICTS: Final[tuple[VerdictRow, ...]] = (
-    VerdictRow("state cancelled", FailureClass.CANCELLED, states=frozenset({CANCELLED_STATE})),
+CLASSIFICATION_RULES: Final[tuple[ClassificationRule, ...]] = (
+    ClassificationRule(
+        "state cancelled", FailureClass.CANCELLED, states=frozenset({CANCELLED_STATE})
+    ),
     # "CustomJob was cancelled."
-    VerdictRow("code 1 CANCELLED", FailureClass.CANCELLED, codes=frozenset({1})),
-    VerdictRow(
+    ClassificationRule("code 1 CANCELLED", FailureClass.CANCELLED, codes=frozenset({1})),
+    ClassificationRule(
         "partially succeeded is not success",
         FailureClass.UNKNOWN,
         states=frozenset({PARTIALLY_SUCCEEDED_STATE}),
     ),
     # Vertex restarts a worker up to 5 times, then the whole job up to 3 times, then fails it.
-    VerdictRow(
+    ClassificationRule(
         "worker restarts exhausted",
         FailureClass.INFRASTRUCTURE,
         pattern=_text(
@@ -144,7 +146,7 @@ VERDICTS: Final[tuple[VerdictRow, ...]] = (
     # "The replica workerpool0-0 exited with a non-zero status of 1. To find out more ..."
     # "The replica workerpool0-0 exited with a non-zero status of 128. Termination reason:
     #  StartError." / "Replica exited with a non-zero status code 1"
-    VerdictRow(
+    ClassificationRule(
         "replica exited non-zero",
         FailureClass.USER_CODE,
         pattern=_text(r"\breplica\b.{0,60}\bexited with a non-zero status"),
@@ -152,14 +154,14 @@ VERDICTS: Final[tuple[VerdictRow, ...]] = (
     # "The following quota metrics exceed quota limits: aiplatform.googleapis.com/custom_..."
     # "Quota exceeded for aiplatform.googleapis.com/custom_model_training_nvidia_h100_gpus"
     # "Quota failure for project P. The request for 2 K80 accelerators exceeds the allowed ..."
-    VerdictRow(
+    ClassificationRule(
         "quota ceiling",
         FailureClass.QUOTA,
         pattern=_text(r"\bquota (?:metrics? )?exceed|\bquota exceeded|\bquota failure"),
     ),
-    VerdictRow("state expired", FailureClass.CAPACITY, states=frozenset({EXPIRED_STATE})),
+    ClassificationRule("state expired", FailureClass.CAPACITY, states=frozenset({EXPIRED_STATE})),
     # "Resources are insufficient in persistent resource R: the job needs ... only ... are free"
-    VerdictRow(
+    ClassificationRule(
         "persistent resource full",
         FailureClass.CAPACITY,
         pattern=_text(r"insufficient in persistent resource|persistent resource \S+ is full"),
@@ -167,7 +169,7 @@ VERDICTS: Final[tuple[VerdictRow, ...]] = (
     # "The job could not be scheduled within its max wait duration of 2h. ..." is the emulator's
     # wording, not the service's (which is undocumented): the second signal after
     # ``wait_ran_out``, for a job whose create or end time is missing.
-    VerdictRow(
+    ClassificationRule(
         "FLEX_START max wait expired",
         FailureClass.CAPACITY,
         pattern=_text(r"max(?:imum)?[ _]wait[ _]duration"),
@@ -176,7 +178,7 @@ VERDICTS: Final[tuple[VerdictRow, ...]] = (
     # "The zone 'projects/P/zones/us-central1-a' does not have enough resources available to
     #  fulfill the request. Try a different zone, or try again later."
     # "ZONE_RESOURCE_POOL_EXHAUSTED" (the Compute Engine code the zone message comes with)
-    VerdictRow(
+    ClassificationRule(
         "stockout",
         FailureClass.CAPACITY,
         pattern=_text(
@@ -185,21 +187,21 @@ VERDICTS: Final[tuple[VerdictRow, ...]] = (
             r"|zone_resource_pool_exhausted|resource pool exhausted|\bstockout"
         ),
     ),
-    VerdictRow("code 8 without quota wording", FailureClass.CAPACITY, codes=frozenset({8})),
+    ClassificationRule("code 8 without quota wording", FailureClass.CAPACITY, codes=frozenset({8})),
     # "Internal error occurred for the current attempt."
-    VerdictRow(
+    ClassificationRule(
         "internal error",
         FailureClass.INFRASTRUCTURE,
         pattern=_text(r"\binternal error occurred|\binternal error\b"),
     ),
-    VerdictRow(
+    ClassificationRule(
         "code 10/13/14 ABORTED, INTERNAL, UNAVAILABLE",
         FailureClass.INFRASTRUCTURE,
         codes=frozenset({10, 13, 14}),
     ),
     # A human must grant a role: retrying cannot help, so it is a configuration fault.
-    VerdictRow("permission denied", FailureClass.INVALID_SPEC, codes=PERMISSION_CODES),
-    VerdictRow(
+    ClassificationRule("permission denied", FailureClass.INVALID_SPEC, codes=PERMISSION_CODES),
+    ClassificationRule(
         "code 3/5/9/11 INVALID_ARGUMENT, NOT_FOUND, FAILED_PRECONDITION, OUT_OF_RANGE",
         FailureClass.INVALID_SPEC,
         codes=frozenset({3, 5, 9, 11}),
@@ -318,7 +320,7 @@ def classify_error(state: str, code: int, message: str, *, job_name: str = "") -
     error_code = code or None
     if state == SUCCEEDED_STATE:
         return Classification(state, True, None, error_code, message, "state succeeded", state)
-    verdict = next((row for row in VERDICTS if row.matches(state, code, message)), None)
+    verdict = next((row for row in CLASSIFICATION_RULES if row.matches(state, code, message)), None)
     failure = verdict.failure if verdict else FailureClass.UNKNOWN
     evidence = verdict.rule if verdict else "no verdict row matched"
     return Classification(

@@ -25,7 +25,7 @@ from shared.config.model import Config
 from shared.decode import routing
 from shared.decode.events import PUBSUB_PUBLISHED, decode
 from shared.model.errors import PermanentError
-from tooling.planning import Plan, Verdict, plan_event
+from tooling.planning import Plan, PlanVerdict, plan_event
 
 EXAMPLE_CONFIG = Path(__file__).parents[2] / "examples" / "config.yaml"
 REQUESTS_SOURCE = "//pubsub.googleapis.com/projects/acme-ml/topics/training-requests"
@@ -180,7 +180,7 @@ def test_body_fields_beside_template_and_params_have_no_effect_on_the_job(
 ) -> None:
     body = {"template": "resnet-a100", "params": {"dataset_uri": DATASET}, **smuggled}
     plan = plan_event(example_config, request_event(body))
-    assert plan.verdict is Verdict.VALID, plan.reason
+    assert plan.verdict is PlanVerdict.VALID, plan.reason
     assert plan.placements[0].parent == "projects/acme-ml/locations/us-central1"
     assert_job_is_the_templates(rendered_job(plan))
 
@@ -211,7 +211,7 @@ def test_a_param_the_template_does_not_declare_is_rejected(
 ) -> None:
     body = {"template": "resnet-a100", "params": {"dataset_uri": DATASET, **params}}
     plan = plan_event(example_config, request_event(body))
-    assert plan.verdict is Verdict.REJECTED
+    assert plan.verdict is PlanVerdict.REJECTED
     assert f"body.params.{next(iter(params))}" in plan.reason
 
 
@@ -236,7 +236,7 @@ def test_a_param_value_is_one_argument_or_rejected(
         request_event({"template": "resnet-a100", "params": {"dataset_uri": value}}),
     )
     if rejected:
-        assert plan.verdict is Verdict.REJECTED
+        assert plan.verdict is PlanVerdict.REJECTED
         assert "body.params.dataset_uri" in plan.reason
         return
     container = rendered_job(plan)["jobSpec"]["workerPoolSpecs"][0]["containerSpec"]
@@ -279,5 +279,5 @@ def test_a_request_outside_its_route_is_rejected(
     body: dict[str, Any], attributes: dict[str, str], reason_names: str, example_config: Config
 ) -> None:
     plan = plan_event(example_config, request_event(body, attributes or None))
-    assert plan.verdict is Verdict.REJECTED
+    assert plan.verdict is PlanVerdict.REJECTED
     assert reason_names in plan.reason

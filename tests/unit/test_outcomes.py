@@ -8,7 +8,7 @@ from google.rpc import status_pb2
 
 from shared.config.model import FailureClass
 from shared.policy.classify import (
-    VERDICTS,
+    CLASSIFICATION_RULES,
     Classification,
     NotTerminal,
     classify,
@@ -387,7 +387,7 @@ def test_every_verdict_row_is_reached_by_some_test_case() -> None:
     reached = {classify_error(*case.values[:3]).evidence for case in REAL_ERRORS}
     reached |= {case.values[3] for case in EMULATOR_ERRORS}
 
-    assert {row.rule for row in VERDICTS} <= reached
+    assert {row.rule for row in CLASSIFICATION_RULES} <= reached
 
 
 @pytest.mark.parametrize(

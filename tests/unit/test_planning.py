@@ -24,7 +24,7 @@ from tooling.planning import (
     LIVE_CHECKS_PERSISTENT_RESOURCE,
     Plan,
     PlanUsageError,
-    Verdict,
+    PlanVerdict,
     cloud_event_from_json,
     plan_event,
     plan_event_json,
@@ -86,7 +86,7 @@ MARKER = "imagenet/2026-12-01/_SUCCESS"
 PLANS = [
     pytest.param(
         object_event("acme-datasets", MARKER),
-        Verdict.VALID,
+        PlanVerdict.VALID,
         "imagenet-daily",
         "resnet-a100",
         4,
@@ -94,7 +94,7 @@ PLANS = [
     ),
     pytest.param(
         object_event("acme-datasets", "corpus/2026/12/manifest.json"),
-        Verdict.VALID,
+        PlanVerdict.VALID,
         "text-corpus",
         "bert-package",
         1,
@@ -102,7 +102,7 @@ PLANS = [
     ),
     pytest.param(
         object_event("acme-eval", "incoming/shard-00007.tfrecord"),
-        Verdict.VALID,
+        PlanVerdict.VALID,
         "eval-shards",
         "dws-seed-rest",
         1,
@@ -110,7 +110,7 @@ PLANS = [
     ),
     pytest.param(
         message_event({"template": "persistent-sample"}, {"kind": "train"}),
-        Verdict.VALID,
+        PlanVerdict.VALID,
         "on-request",
         "persistent-sample",
         1,
@@ -118,7 +118,7 @@ PLANS = [
     ),
     pytest.param(
         message_event({"job": {"kind": "finetune"}}, {"team": "nlp"}),
-        Verdict.VALID,
+        PlanVerdict.VALID,
         "finetune-request",
         "bert-package",
         1,
@@ -129,7 +129,7 @@ PLANS = [
             {"schedule": "weekly-dws-check", "time": "2026-12-07T06:00:00Z"},
             {"vertex_dispatch_kind": "schedule"},
         ),
-        Verdict.VALID,
+        PlanVerdict.VALID,
         "weekly-seed-check",
         "dws-seed-gcloud",
         1,
@@ -137,7 +137,7 @@ PLANS = [
     ),
     pytest.param(
         object_event("acme-datasets", "imagenet/2026-12-01/part-00001.tfrecord"),
-        Verdict.NO_ROUTE,
+        PlanVerdict.NO_ROUTE,
         "",
         "",
         0,
@@ -145,7 +145,7 @@ PLANS = [
     ),
     pytest.param(
         object_event("acme-datasets", MARKER, event_type="google.cloud.storage.object.v1.deleted"),
-        Verdict.REJECTED,
+        PlanVerdict.REJECTED,
         "",
         "",
         0,
@@ -153,7 +153,7 @@ PLANS = [
     ),
     pytest.param(
         message_event({"template": "resnet-a100", "params": {"epochs": "3"}}, {"kind": "train"}),
-        Verdict.REJECTED,
+        PlanVerdict.REJECTED,
         "",
         "",
         0,
@@ -164,7 +164,7 @@ PLANS = [
             {"run_id": "r-3f2a9c0d1e4b5a6978877665", "attempt": 2, "placement_index": 1},
             {"vertex_dispatch_kind": "retry"},
         ),
-        Verdict.NOT_ROUTED,
+        PlanVerdict.NOT_ROUTED,
         "",
         "",
         0,
@@ -177,7 +177,7 @@ PLANS = [
 def test_plan_event_over_the_example_config(
     config: Config,
     event: CloudEvent,
-    verdict: Verdict,
+    verdict: PlanVerdict,
     route: str,
     template: str,
     placements: int,
@@ -185,7 +185,7 @@ def test_plan_event_over_the_example_config(
     plan = plan_event(config, event)
     assert (plan.verdict, plan.route, plan.template) == (verdict, route, template)
     assert len(plan.placements) == placements
-    if verdict is Verdict.VALID:
+    if verdict is PlanVerdict.VALID:
         assert all(placement.valid for placement in plan.placements)
     else:
         assert plan.reason
@@ -278,7 +278,7 @@ templates:
 def test_a_job_breaking_a_rule_is_invalid_with_each_violation_named() -> None:
     config = parse_config(K80_FLEX_CONFIG, "k80.yaml")
     plan = plan_event(config, object_event("acme-datasets", "legacy/2026-12-01/_SUCCESS"))
-    assert plan.verdict is Verdict.INVALID
+    assert plan.verdict is PlanVerdict.INVALID
     flex, persistent = plan.placements
     assert [(v.field, str(v.rule)) for v in flex.violations] == [
         ("jobSpec.workerPoolSpecs[0].machineSpec.acceleratorType", "flex-start-gpu")
@@ -290,7 +290,7 @@ def test_a_job_breaking_a_rule_is_invalid_with_each_violation_named() -> None:
 def test_the_verdict_follows_the_first_planned_placement() -> None:
     config = parse_config(K80_FLEX_CONFIG, "k80.yaml")
     event = object_event("acme-datasets", "legacy/2026-12-01/_SUCCESS")
-    assert plan_event(config, event, placement_index=1).verdict is Verdict.VALID
+    assert plan_event(config, event, placement_index=1).verdict is PlanVerdict.VALID
 
 
 # --- reading event files ----------------------------------------------------------------------
@@ -421,7 +421,7 @@ def test_a_misused_topic_is_a_usage_error(
 def test_an_unreadable_event_file_plans_as_rejected(config: Config) -> None:
     plan = plan_event_json(config, '{"message": {}, "subscription": "s"}')
     assert plan == Plan(
-        Verdict.REJECTED,
+        PlanVerdict.REJECTED,
         reason=(
             "MalformedEvent: Pub/Sub push body message must be an object with data and "
             "messageId: functions-framework converts no other push body; publish through "

@@ -25,7 +25,7 @@ from dispatch_test_support import (
 )
 
 from shared.adapters.config_source import load_config
-from tooling.planning import Verdict, plan_event
+from tooling.planning import PlanVerdict, plan_event
 
 DATASET = "gs://dispatch-it-datasets/datasets/requested/"
 
@@ -54,7 +54,7 @@ def test_plan_shows_the_job_dispatch_creates_for_a_request(
     plan = plan_event(load_config(str(CONFIG)), event)
     assert deliver_binary(functions.request, event) == 200
 
-    assert plan.verdict is Verdict.VALID
+    assert plan.verdict is PlanVerdict.VALID
     [created] = vertex.created_jobs(plan.run_id)
     planned = plan.placements[placement_used].job_json
     assert planned is not None
@@ -74,7 +74,7 @@ def test_plan_shows_the_job_dispatch_creates_for_a_dataset_marker(
     plan = plan_event(load_config(str(CONFIG)), event)
     assert deliver_binary(functions.object_finalized, event) == 200
 
-    assert plan.verdict is Verdict.VALID
+    assert plan.verdict is PlanVerdict.VALID
     [created] = vertex.created_jobs(plan.run_id)
     assert json.loads(plan.placements[0].job_json or "{}") == created
     assert alerts.pull() == []
