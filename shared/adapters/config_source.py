@@ -79,10 +79,15 @@ def read_source(source: str) -> str:
 def read_gcs_text(uri: str) -> str:
     """An object's text. Missing or forbidden: ``ConfigError``; service trouble: transient."""
     from shared.adapters.storage import read_text
+    from shared.decode.manifests import split_gs_uri
 
-    bucket, _, name = uri.removeprefix(GCS_SCHEME).partition("/")
-    if not bucket or not name:
-        raise ConfigError(f"{uri} is not an object URI; write gs://BUCKET/path/to/config.yaml")
+    try:
+        split_gs_uri(uri)
+    except ValueError:
+        raise ConfigError(
+            f"{uri} is not an object URI; write gs://BUCKET/path/to/config.yaml, the bucket "
+            "named as Cloud Storage names buckets (lowercase letters, digits, -, _ and .)"
+        ) from None
     return read_text(
         uri,
         unreadable=ConfigError,

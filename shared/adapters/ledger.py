@@ -66,6 +66,7 @@ from shared.model.runs import (
     with_retry_published,
     with_status,
     with_waiting_cancelled,
+    without_alert,
 )
 
 if TYPE_CHECKING:
@@ -273,12 +274,16 @@ class Ledger:
         return self._apply(run_id, lambda run: with_operator_grant(run, attempt))[0]
 
     def record_alert(self, run_id: str, reason: str) -> bool:
-        """Note that the alert ``reason`` was sent; True only the first time for that reason.
+        """Claim the alert ``reason`` for the run; True only for the one caller that claimed it.
 
-        Call it after ``send_alert`` succeeded (and skip sending when ``reason in run.alerts``):
-        recording first would lose the alert if the publish then failed.
+        ``handlers.rejections.alert_once`` claims, sends, and gives the claim back
+        (``release_alert``) when the send fails.
         """
         return self._apply(run_id, lambda run: with_alert(run, reason))[1]
+
+    def release_alert(self, run_id: str, reason: str) -> None:
+        """Give back the claim on ``reason``: its alert was not sent, the next caller sends it."""
+        self._apply(run_id, lambda run: without_alert(run, reason))
 
     def record_observed_state(
         self,

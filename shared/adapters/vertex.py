@@ -119,7 +119,7 @@ _FAILURE_BY_GRPC_STATUS: dict[str, _CallFailure] = {
 }
 
 # The REST transport raises by HTTP status only (400 is a bare BadRequest, 429 TooManyRequests).
-_VERDICT_BY_HTTP_STATUS: dict[int, _CallFailure] = {
+_FAILURE_BY_HTTP_STATUS: dict[int, _CallFailure] = {
     400: _CallFailure.REJECTED,
     401: _CallFailure.PERMISSION,
     403: _CallFailure.PERMISSION,
@@ -283,22 +283,22 @@ def _cut_mid_exchange(error: requests.exceptions.ConnectionError) -> bool:
 
 
 def _translated(error: api_exceptions.GoogleAPICallError, method: str, resource: str) -> Exception:
-    verdict = _verdict_of(error)
+    failure = _failure_of(error)
     what = f"Vertex AI {method} on {resource}"
-    if verdict is _CallFailure.TRANSIENT:
+    if failure is _CallFailure.TRANSIENT:
         if isinstance(error, _OUTCOME_UNKNOWN_EXCEPTIONS):
             return OutcomeUnknown(f"{what} failed, and may have been carried out: {error.message}")
         return BackendUnavailable(f"{what} failed, try again: {error.message}")
-    if verdict is _CallFailure.REJECTED:
+    if failure is _CallFailure.REJECTED:
         return VertexRejected(
             f"{what} was rejected: {error.message}; change what the message names (in the "
             "template, its placement or the request) and send the request again"
         )
-    if verdict is _CallFailure.NOT_FOUND:
+    if failure is _CallFailure.NOT_FOUND:
         return VertexNotFound(
             f"{what}: not found ({error.message}); check the project, region and id"
         )
-    if verdict is _CallFailure.PERMISSION:
+    if failure is _CallFailure.PERMISSION:
         permission = _PERMISSION_BY_METHOD.get(method, "the aiplatform permission")
         return VertexPermissionDenied(
             f"{what} was denied ({error.message}): the function's service account needs "
@@ -312,13 +312,13 @@ def _translated(error: api_exceptions.GoogleAPICallError, method: str, resource:
     )
 
 
-def _verdict_of(error: api_exceptions.GoogleAPICallError) -> _CallFailure:
+def _failure_of(error: api_exceptions.GoogleAPICallError) -> _CallFailure:
     status = getattr(error.grpc_status_code, "name", None)
     if status in _FAILURE_BY_GRPC_STATUS:
         return _FAILURE_BY_GRPC_STATUS[status]
     http_status = error.code if isinstance(error.code, int) else 500
-    if http_status in _VERDICT_BY_HTTP_STATUS:
-        return _VERDICT_BY_HTTP_STATUS[http_status]
+    if http_status in _FAILURE_BY_HTTP_STATUS:
+        return _FAILURE_BY_HTTP_STATUS[http_status]
     # Unknown answers: a server-side one may pass, a client-side one will not.
     return _CallFailure.TRANSIENT if http_status >= 500 else _CallFailure.REJECTED
 

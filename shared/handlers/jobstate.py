@@ -11,7 +11,7 @@ is read (docs/architecture.md, "Events are hints, state is read"):
    attempt (a job without them is not ours: ignored);
 3. read the run. A state the attempt already records (with its decision, for a terminal state)
    changes nothing. A live state (queued, pending, running) is recorded. A terminal state of the
-   run's last attempt is classified (``outcomes.classify``), decided (``decisions.decide``) and
+   run's last attempt is classified (``classify.classify``), decided (``decisions.decide``) and
    recorded in ONE compare-and-set with the decision, so the same hint twice makes one decision:
    a delivery that loses the race gets ``LedgerConflict`` (transient), and its redelivery finds
    the decision made. One exception: a FAILED job without an error that ended less than
@@ -255,7 +255,7 @@ def _decidable(snapshot: RunSnapshot, attempt_number: int) -> bool:
 
 
 def classify_job(job: aiplatform_v1.CustomJob, run: Run, attempt: Attempt | None) -> Classification:
-    """``outcomes.classify`` with what the ledger knows of the job: the FLEX_START max wait of
+    """``classify.classify`` with what the ledger knows of the job: the FLEX_START max wait of
     the attempt's recorded placement (before the job's own), and whether we asked for the job's
     cancel (an operator or the watchdog: then its end is our cancel, not an expiry)."""
     from shared.policy.classify import classify
@@ -274,7 +274,7 @@ def _error_still_to_come(
     now: datetime,
     snapshot: RunSnapshot,
 ) -> bool:
-    """Whether to wait for the error of a FAILED job that has none yet (``outcomes``)."""
+    """Whether to wait for the error of a FAILED job that has none yet (``policy.classify``)."""
     from shared.config.model import FailureClass
     from shared.policy.classify import error_pending
 

@@ -31,8 +31,8 @@ One tick:
 
 Running two ticks at once is harmless: a state is recorded by compare-and-set (the loser of a
 race gets ``LedgerConflict``, counted, and the next tick finds the state recorded), retries are
-claimed once by dispatch, cancels are idempotent, and each watchdog alert is sent once per run and
-reason (``rejections.alert_once``: sent, then recorded).
+claimed once by dispatch, cancels are idempotent, and each watchdog alert is claimed in the ledger
+before it is sent (``rejections.alert_once``), so one tick sends it.
 
 Why the tick applies states rather than publishing a hint per change to ``on_job_event`` (the
 first sketch of the design): a hint is re-published every tick until the job-state function has
@@ -283,7 +283,30 @@ class _Tick:
             self._failed(f"noting the retry of run {retry.run_id}", error, retry.run_id)
 
     def cancel_overdue(self, run: Run, waited: OverdueWait) -> None:
-        """Cancel the job (idempotent), then alert if this tick is the first to claim the alert."""
+        """Alert (once per run), then cancel the job (idempotent).
+
+        The alert comes first: should it fail, the job is left waiting, so the next tick finds it
+        overdue again and tries both; a job cancelled first would leave no tick to alert from.
+        """
+        alerted = self._alert_once(
+            run,
+            WatchdogReason.OVERDUE_WAIT,
+            message=(
+                f"job {waited.job_name} was {waited.state} for {age_text(waited.waited)}, "
+                "more than its FLEX_START max wait plus the watchdog grace "
+                f"({age_text(waited.limit)}), and Vertex AI had not ended it; the reconciler "
+                "is cancelling it. Console: "
+                f"{jobstate.console_url(waited.job_name)}"
+            ),
+            what_to_do=(
+                "check the job in the console, the region's capacity for its GPUs, and the "
+                "project's preemptible GPU quota there (Vertex AI keeps a job that lacks quota "
+                f"queued rather than refusing it); then `vertex-dispatch retry {run.run_id}` or "
+                "add a placement to the chain"
+            ),
+        )
+        if not alerted:
+            return
         try:
             vertex.cancel_custom_job(waited.job_name)
             self.cancels += 1
@@ -294,23 +317,6 @@ class _Tick:
             return
         else:
             self._note_cancel_requested(run, waited.job_name)
-        self._alert_once(
-            run,
-            WatchdogReason.OVERDUE_WAIT,
-            message=(
-                f"job {waited.job_name} was {waited.state} for {age_text(waited.waited)}, "
-                "more than its FLEX_START max wait plus the watchdog grace "
-                f"({age_text(waited.limit)}), and Vertex AI had not ended it; the reconciler "
-                "cancelled it. Console: "
-                f"{jobstate.console_url(waited.job_name)}"
-            ),
-            what_to_do=(
-                "check the job in the console, the region's capacity for its GPUs, and the "
-                "project's preemptible GPU quota there (Vertex AI keeps a job that lacks quota "
-                f"queued rather than refusing it); then `vertex-dispatch retry {run.run_id}` or "
-                "add a placement to the chain"
-            ),
-        )
 
     def _note_cancel_requested(self, run: Run, job_name: str) -> None:
         """So that however the job now ends short of success, its end is read as our cancel."""
@@ -341,8 +347,9 @@ class _Tick:
 
     def _alert_once(
         self, run: Run, reason: WatchdogReason, *, message: str, what_to_do: str
-    ) -> None:
-        """``alert_once`` for the tick: a failure is counted, and the next tick tries again."""
+    ) -> bool:
+        """``alert_once`` for the tick; False only when it failed (counted, and the claim given
+        back, so the next tick tries again)."""
         try:
             sent = alert_once(
                 self.services.ledger,
@@ -355,8 +362,9 @@ class _Tick:
             )
         except DispatchError as error:  # AlertNotSent, or the ledger
             self._failed(f"alerting {reason} for run {run.run_id}", error, run.run_id)
-            return
+            return False
         self.alerts_sent += int(sent)
+        return True
 
     def ensure_actions(self, snapshot: RunSnapshot) -> None:
         """Whatever the run's recorded decisions still owe (due retry, alert, completion)."""

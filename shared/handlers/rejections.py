@@ -1,13 +1,13 @@
 """Permanent failures of a run: record them in the ledger, then alert once per run and reason.
 
 ``alert_once`` is the one way any handler alerts about a run (dispatch, the job-state function,
-the owed actions, the reconciler's watchdog). The order is chosen so that nothing is lost: the
-ledger records the outcome first (so a redelivery does not act again), the alert is sent only when
-the run has not sent that reason yet, and the reason is recorded only after the publish succeeded.
-A failed publish raises a transient error and the redelivery (or the next tick) sends it. The
-other order, claiming the reason before sending, would lose the alert whenever the publish fails
-after the claim; this order's worst case is a second copy when two deliveries race, which the
-receiver sees as the same ``run_id`` and ``reason``.
+the owed actions, the reconciler's watchdog), in one order: claim the reason in the ledger
+(compare-and-set: of concurrent senders, one wins), send, and give the claim back if the send
+fails, raising a transient error so that the redelivery, or the next tick, sends it. So an alert
+is neither doubled by concurrent deliveries or ticks nor lost to a failed publish. The one window
+left is a process killed between the claim and the publish: the Pub/Sub copy is then lost, but
+``send_alert`` writes its ERROR log line (what log-based alert policies watch) before it publishes.
+The other order, sending before recording, doubles an alert whenever two deliveries or ticks race.
 """
 
 from __future__ import annotations
@@ -46,29 +46,32 @@ def alert_once(
     what_to_do: str,
     severity: Severity = Severity.ERROR,
 ) -> bool:
-    """Send the alert ``reason`` for the run unless it was sent already, then record it; whether
-    it was sent now.
+    """Claim the alert ``reason`` for the run and send it, unless it was claimed already;
+    whether this call sent it. A failed send gives the claim back and raises.
 
     It goes to the config's alerts topic (and its webhook, when one is configured).
     """
-    if reason in run.alerts:
-        return False
-    send_alert(
-        Alert(
-            run_id=run.run_id,
-            run_key=run.run_key,
-            template=run.template or None,
-            trigger=trigger,
-            reason=reason,
-            message=message,
-            what_to_do=what_to_do,
-            attempts=attempts_summary(run),
-            severity=severity,
-        ),
-        config.alerts_topic,
-        webhook=config.alert_webhook,
-    )
-    ledger.record_alert(run.run_id, reason)
+    if reason in run.alerts or not ledger.record_alert(run.run_id, reason):
+        return False  # sent, or being sent by whoever claimed it
+    try:
+        send_alert(
+            Alert(
+                run_id=run.run_id,
+                run_key=run.run_key,
+                template=run.template or None,
+                trigger=trigger,
+                reason=reason,
+                message=message,
+                what_to_do=what_to_do,
+                attempts=attempts_summary(run),
+                severity=severity,
+            ),
+            config.alerts_topic,
+            webhook=config.alert_webhook,
+        )
+    except Exception:
+        ledger.release_alert(run.run_id, reason)
+        raise
     return True
 
 

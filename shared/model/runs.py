@@ -304,8 +304,14 @@ def with_status(run: Run, status: RunStatus, next_retry: RetryPlan | None = None
 
 
 def with_alert(run: Run, reason: str) -> Run:
-    """``run`` with ``reason`` among its alerts sent."""
+    """``run`` with ``reason`` among its alerts (claimed for sending, then sent)."""
     return run if reason in run.alerts else replace(run, alerts=(*run.alerts, reason))
+
+
+def without_alert(run: Run, reason: str) -> Run:
+    """``run`` with the claim on ``reason`` given back: the alert was not sent."""
+    kept = tuple(sent for sent in run.alerts if sent != reason)
+    return run if kept == run.alerts else replace(run, alerts=kept)
 
 
 def with_observed_state(

@@ -101,7 +101,7 @@ def test_the_watchdog_cancels_a_job_waiting_past_its_max_wait_and_alerts_once(
     assert cancel["resource"] == starved.job_name
     [alert] = of_run(world.alerts.pull(), starved.run_id)
     assert alert.body()["reason"] == WatchdogReason.OVERDUE_WAIT.value
-    assert "cancelled it" in alert.body()["message"]
+    assert "is cancelling it" in alert.body()["message"]
     assert second.alerts_sent == 0
     assert WatchdogReason.OVERDUE_WAIT.value in world.run(starved.run_id).alerts
     # Noted on the attempt: however the job now ends, its end is read as our cancel.

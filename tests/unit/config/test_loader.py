@@ -384,3 +384,9 @@ def test_loading_a_config_imports_no_google_cloud_client() -> None:
         [sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=REPO
     )
     assert result.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("uri", ["gs://Bad_Bucket/config.yaml", "gs://ab/config.yaml", "gs://b"])
+def test_a_gs_uri_that_names_no_object_is_a_config_error(uri: str) -> None:
+    with pytest.raises(ConfigError, match="is not an object URI"):
+        load_config(uri)
