@@ -7,38 +7,23 @@ argparse usage error) before it reaches any Google Cloud service.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 from cli_test_support import CREDENTIALS_FIX, EXAMPLE_CONFIG, VALID_RUN_ID, remove_credentials
+from run_builders import NOW, PARENT, a_run, an_attempt
 
 from shared.adapters import clients
 from shared.adapters.ledger import Attempt, RetryPlan, Run, RunStatus
 from tooling import main, status_table
 
-NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
-PARENT = "projects/acme-ml/locations/us-central1"
-
-
-def run(status: RunStatus, *attempts: Attempt, **extra: object) -> Run:
-    return Run(
-        run_id="r-0123456789abcdef01234567",
-        run_key="gcs:acme-datasets/imagenet/2026-12-01/@1733100000000000",
-        route="imagenet-daily",
-        template="resnet-a100",
-        trigger={},
-        status=status,
-        attempts=attempts,
-        **extra,  # type: ignore[arg-type]
-    )
-
 
 def attempt(number: int, placement: dict[str, object], state: str, job: str | None) -> Attempt:
-    return Attempt(
-        number=number,
+    """Attempt ``number`` on ``placement``, claimed an hour ago; its job ``job`` (the id the
+    table shows) in ``state``."""
+    return an_attempt(
+        number,
         placement=placement,
-        region="us-central1",
-        parent=PARENT,
         intent_at=NOW - timedelta(hours=1),
         job_name=f"{PARENT}/customJobs/{job}" if job else None,
         state=state,
@@ -49,12 +34,12 @@ def attempt(number: int, placement: dict[str, object], state: str, job: str | No
     ("the_run", "row"),
     [
         pytest.param(
-            run(RunStatus.ACCEPTED),
+            a_run(RunStatus.ACCEPTED),
             "r-0123456789abcdef01234567  ACCEPTED  resnet-a100  -  -  -  -  -  -",
             id="no-attempt-yet",
         ),
         pytest.param(
-            run(
+            a_run(
                 RunStatus.RUNNING,
                 attempt(1, {"persistent_resource": "a100-pool"}, "JOB_STATE_RUNNING", "42"),
             ),
@@ -62,7 +47,7 @@ def attempt(number: int, placement: dict[str, object], state: str, job: str | No
             id="running-on-a-pool",
         ),
         pytest.param(
-            run(
+            a_run(
                 RunStatus.WAITING_RETRY,
                 attempt(
                     2,
@@ -89,8 +74,10 @@ def test_status_table_row(the_run: Run, row: str) -> None:
 
 def test_status_table_aligns_columns() -> None:
     runs = [
-        run(RunStatus.ACCEPTED),
-        run(RunStatus.RUNNING, attempt(1, {"persistent_resource": "p"}, "JOB_STATE_RUNNING", "7")),
+        a_run(RunStatus.ACCEPTED),
+        a_run(
+            RunStatus.RUNNING, attempt(1, {"persistent_resource": "p"}, "JOB_STATE_RUNNING", "7")
+        ),
     ]
     lines = status_table(runs, NOW).splitlines()
 

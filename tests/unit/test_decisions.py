@@ -4,9 +4,19 @@ from __future__ import annotations
 
 import random
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
+from run_builders import (
+    NOW,
+    PROJECT_NUMBER,
+    REGION,
+    a_retry_plan,
+    a_run,
+    an_attempt,
+    job_name,
+    parent_of,
+)
 
 from shared.adapters.ledger import Attempt, InvalidTransition, RetryPlan, Run, RunStatus
 from shared.config.model import (
@@ -28,7 +38,6 @@ from shared.policy.decisions import (
 )
 from shared.policy.records import placement_record
 
-NOW = datetime(2026, 12, 1, 3, 0, tzinfo=UTC)
 PERSISTENT = PersistentResourcePlacement("a100-pool")
 FLEX_2H = FlexStartPlacement(timedelta(hours=2))
 FLEX_EAST = FlexStartPlacement(timedelta(hours=6), region="us-east4")
@@ -116,33 +125,21 @@ def template(
 
 def attempt(number: int, placement: object, failure: Classification | None = None) -> Attempt:
     """Attempt ``number`` on ``placement``, ended as ``failure`` (None: its job just ended)."""
-    region = getattr(placement, "region", None) or "us-central1"
-    return Attempt(
-        number=number,
+    region = getattr(placement, "region", None) or REGION
+    return an_attempt(
+        number,
         placement=placement_record(placement),  # type: ignore[arg-type]
         region=region,
-        parent=f"projects/acme-ml/locations/{region}",
         intent_at=NOW - timedelta(hours=number),
-        job_name=f"projects/123456789012/locations/{region}/customJobs/{1000 + number}",
+        job_name=job_name(number, parent_of(region, PROJECT_NUMBER)),
         state=failure.state if failure else "JOB_STATE_RUNNING",
         error=failure.error_record() if failure else None,
     )
 
 
 def run(*attempts: Attempt) -> Run:
-    return Run(
-        run_id="r-0123456789abcdef01234567",
-        run_key="gcs:acme-datasets/imagenet/2026-12-01/@1733100000000000",
-        route="imagenet-daily",
-        template="resnet-a100",
-        trigger={"kind": "ObjectFinalized", "bucket": "acme-datasets"},
-        status=RunStatus.RUNNING,
-        attempts=attempts,
-    )
-
-
-def retry_at(at: datetime, number: int, index: int, reason: str) -> RetryPlan:
-    return RetryPlan(at=at, attempt=number, placement_index=index, reason=reason)
+    """A run whose last job (of ``attempts``) just ended: what ``decide`` decides about."""
+    return a_run(RunStatus.RUNNING, *attempts)
 
 
 # (run, template, classification of its last job, status, retry, alert reason)
@@ -170,7 +167,7 @@ DECISIONS = [
         template(),
         STOCKOUT,
         RunStatus.WAITING_RETRY,
-        retry_at(NOW, 2, 1, "capacity"),
+        a_retry_plan(2, at=NOW, placement_index=1, reason="capacity"),
         None,
         id="persistent resource full -> FLEX_START at once",
     ),
@@ -179,7 +176,7 @@ DECISIONS = [
         template(),
         FLEX_EXPIRED,
         RunStatus.WAITING_RETRY,
-        retry_at(NOW, 3, 2, "capacity"),
+        a_retry_plan(3, at=NOW, placement_index=2, reason="capacity"),
         None,
         id="FLEX_START wait expired -> next placement",
     ),
@@ -188,7 +185,7 @@ DECISIONS = [
         template(),
         STOCKOUT,
         RunStatus.WAITING_RETRY,
-        retry_at(NOW, 2, 3, "capacity"),
+        a_retry_plan(2, at=NOW, placement_index=3, reason="capacity"),
         None,
         id="fallback follows the failed attempt's placement, not its number",
     ),
@@ -278,7 +275,7 @@ DECISIONS = [
         template(user_failures=1),
         USER_EXIT,
         RunStatus.WAITING_RETRY,
-        retry_at(NOW, 2, 1, "user_code"),
+        a_retry_plan(2, at=NOW, placement_index=1, reason="user_code"),
         None,
         id="user code, user_failures 1, first failure -> same placement at once",
     ),
@@ -301,7 +298,7 @@ DECISIONS = [
         template(attempts=5, user_failures=1),
         USER_EXIT,
         RunStatus.WAITING_RETRY,
-        retry_at(NOW, 5, 2, "user_code"),
+        a_retry_plan(5, at=NOW, placement_index=2, reason="user_code"),
         None,
         id="capacity waits and infrastructure retries do not spend the user budget",
     ),
@@ -328,7 +325,7 @@ DECISIONS = [
         template(retry_on=(FailureClass.CAPACITY, FailureClass.QUOTA)),
         QUOTA_K80,
         RunStatus.WAITING_RETRY,
-        retry_at(NOW, 2, 2, "quota"),
+        a_retry_plan(2, at=NOW, placement_index=2, reason="quota"),
         None,
         id="quota listed in retry_on -> next placement",
     ),

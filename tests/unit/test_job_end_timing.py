@@ -23,13 +23,13 @@ import pytest
 import yaml
 from google.cloud import aiplatform_v1
 from google.rpc import status_pb2
+from run_builders import LOCAL_PARENT, RUN_ID, a_run, an_attempt, job_name
 
 from shared.config.loader import parse_config
 from shared.config.model import FailureClass
 from shared.handlers.jobstate import JobStateOutcome, record_job_state
 from shared.handlers.services import Services
 from shared.model.runs import (
-    Attempt,
     AttemptOutcome,
     Run,
     RunSnapshot,
@@ -50,9 +50,7 @@ from vertex_ai_emulator import failures
 CREATED = datetime(2026, 12, 1, 2, 0, tzinfo=UTC)
 MAX_WAIT = timedelta(hours=1)
 DEADLINE = CREATED + MAX_WAIT
-PARENT = "projects/123456789012/locations/us-central1"
-JOB = f"{PARENT}/customJobs/1000000000000000001"
-RUN_ID = "r-0123456789abcdef01234567"
+JOB = job_name(1)
 
 FAILED = "JOB_STATE_FAILED"
 CANCELLED = "JOB_STATE_CANCELLED"
@@ -345,25 +343,25 @@ class FakeLedger:
         return RunSnapshot(self.run, CREATED)
 
 
-def running_run(status: RunStatus = RunStatus.RUNNING, **extra: Any) -> Run:
-    attempt = Attempt(
-        number=1,
+def running_run(status: RunStatus = RunStatus.RUNNING, **fields: Any) -> Run:
+    """Run RUN_ID of the config above: its attempt 1, claimed at CREATED, has job JOB, running
+    (or queued, while the run is SUBMITTED)."""
+    attempt = an_attempt(
+        1,
         placement=FLEX_1H,
-        region="us-central1",
-        parent="projects/local-project/locations/us-central1",
+        parent=LOCAL_PARENT,
         intent_at=CREATED,
         job_name=JOB,
         state="JOB_STATE_RUNNING" if status is RunStatus.RUNNING else "JOB_STATE_QUEUED",
     )
-    return Run(
-        RUN_ID,
-        "request:k",
-        "on-request",
-        "two-regions",
-        {},
-        status=status,
-        attempts=(attempt,),
-        **extra,
+    return a_run(
+        status,
+        attempt,
+        run_key="request:k",
+        route="on-request",
+        template="two-regions",
+        trigger={},
+        **fields,
     )
 
 

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 from google.cloud import firestore
+from run_builders import a_run
 
-from shared.adapters.ledger import Ledger, LedgerRejected, Run
-from shared.model.runkeys import run_id
+from shared.adapters.ledger import Ledger, LedgerRejected
 
 
 def nested(levels: int) -> dict[str, Any]:
@@ -47,13 +47,7 @@ def ledger(monkeypatch: pytest.MonkeyPatch) -> Ledger:
 def test_a_record_the_client_refuses_is_ledger_rejected(
     ledger: Ledger, trigger: dict[str, Any], client_error: str
 ) -> None:
-    run = Run(
-        run_id=run_id("request-message:1"),
-        run_key="request-message:1",
-        route="r",
-        template="t",
-        trigger=trigger,
-    )
+    run = a_run(trigger=trigger)
     with pytest.raises(LedgerRejected) as caught:
         ledger.open_run(run)
     message = str(caught.value)

@@ -6,9 +6,9 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from run_builders import NOW, a_run, an_attempt, job_name
 
 from shared.adapters.ledger import (
-    Attempt,
     AttemptOutcome,
     InvalidTransition,
     RetryPlan,
@@ -27,42 +27,15 @@ from shared.adapters.ledger import (
 )
 from shared.model.runs import owed_actions
 
-T0 = datetime(2026, 12, 1, 2, 0, tzinfo=UTC)
-PARENT = "projects/local-project/locations/us-central1"
-JOB_1 = f"{PARENT}/customJobs/1000000000000000001"
-JOB_2 = f"{PARENT}/customJobs/1000000000000000002"
+JOB_1, JOB_2 = job_name(1), job_name(2)
 
 
-def attempt(number: int, job_name: str | None, state: str) -> Attempt:
-    return Attempt(
-        number=number,
-        placement={"flex_start": {"max_wait": "7200s"}},
-        region="us-central1",
-        parent=PARENT,
-        intent_at=T0,
-        job_name=job_name,
-        state=state,
-    )
-
-
-def run(status: RunStatus, *attempts: Attempt) -> Run:
-    return Run(
-        run_id="r-0123456789abcdef01234567",
-        run_key="request-key:it",
-        route="on-request",
-        template="flex-a100",
-        trigger={"kind": "JobRequest"},
-        status=status,
-        attempts=attempts,
-    )
-
-
-ONE_QUEUED = run(RunStatus.SUBMITTED, attempt(1, JOB_1, "JOB_STATE_QUEUED"))
+ONE_QUEUED = a_run(RunStatus.SUBMITTED, an_attempt(1, job_name=JOB_1, state="JOB_STATE_QUEUED"))
 # An older attempt whose job has not ended (a FAILED one keeps its end: test_stale_job_states).
-FIRST_PENDING_SECOND_QUEUED = run(
+FIRST_PENDING_SECOND_QUEUED = a_run(
     RunStatus.SUBMITTED,
-    attempt(1, JOB_1, "JOB_STATE_PENDING"),
-    attempt(2, JOB_2, "JOB_STATE_QUEUED"),
+    an_attempt(1, job_name=JOB_1, state="JOB_STATE_PENDING"),
+    an_attempt(2, job_name=JOB_2, state="JOB_STATE_QUEUED"),
 )
 
 
@@ -76,7 +49,7 @@ FIRST_PENDING_SECOND_QUEUED = run(
             ONE_QUEUED, 1, JOB_1, "JOB_STATE_PENDING", RunStatus.SUBMITTED, id="pending: SUBMITTED"
         ),
         pytest.param(
-            run(RunStatus.SUBMITTING, attempt(1, None, "INTENT")),
+            a_run(RunStatus.SUBMITTING, an_attempt(1)),
             1,
             JOB_1,
             "JOB_STATE_QUEUED",
@@ -124,7 +97,7 @@ def outcome(status: RunStatus, retry: RetryPlan | None = None) -> AttemptOutcome
 
 
 def test_a_decision_is_recorded_with_the_state_once() -> None:
-    plan = RetryPlan(T0 + timedelta(minutes=1), 2, 1, "capacity")
+    plan = RetryPlan(NOW + timedelta(minutes=1), 2, 1, "capacity")
     decided = with_decision(ONE_QUEUED, outcome(RunStatus.WAITING_RETRY, plan))
     first = decided.attempt(1)
     assert first is not None
@@ -146,7 +119,7 @@ def test_a_decision_is_recorded_with_the_state_once() -> None:
             id="a final run",
         ),
         pytest.param(
-            run(RunStatus.SUBMITTED, attempt(1, JOB_2, "JOB_STATE_QUEUED")),
+            a_run(RunStatus.SUBMITTED, an_attempt(1, job_name=JOB_2, state="JOB_STATE_QUEUED")),
             outcome(RunStatus.FAILED),
             id="another job than the attempt's",
         ),
@@ -158,9 +131,9 @@ def test_a_decision_that_does_not_fit_is_refused(before: Run, decided: AttemptOu
 
 
 def test_a_published_retry_waits_until_its_republish_time() -> None:
-    plan = RetryPlan(T0 + timedelta(minutes=1), 2, 1, "capacity")
+    plan = RetryPlan(NOW + timedelta(minutes=1), 2, 1, "capacity")
     waiting = with_decision(ONE_QUEUED, outcome(RunStatus.WAITING_RETRY, plan))
-    later = T0 + timedelta(minutes=11)
+    later = NOW + timedelta(minutes=11)
 
     published = with_retry_published(waiting, later)
 
@@ -236,7 +209,7 @@ def test_a_cancel_request_is_noted_once_on_the_attempt_with_a_job() -> None:
 def test_only_a_run_waiting_for_an_attempt_is_cancelled_in_the_ledger_alone(
     status: RunStatus, cancellable: bool
 ) -> None:
-    waiting = replace(run(status), next_retry=RetryPlan(T0, 2, 0, "capacity"))
+    waiting = a_run(status, next_retry=RetryPlan(NOW, 2, 0, "capacity"))
     if cancellable:
         cancelled = with_waiting_cancelled(waiting)
         assert (cancelled.status, cancelled.next_retry) == (RunStatus.CANCELLED, None)
@@ -249,8 +222,10 @@ def test_a_reopened_run_waits_for_the_operators_attempt_so_a_lost_delivery_is_re
     from shared.adapters.ledger import with_reopened
     from shared.policy.admission import retry_awaited
 
-    plan = RetryPlan(T0, 2, 0, "operator retry, republished because its delivery was lost")
-    failed = run(RunStatus.FAILED, replace(attempt(1, JOB_1, "JOB_STATE_FAILED"), decision={}))
+    plan = RetryPlan(NOW, 2, 0, "operator retry, republished because its delivery was lost")
+    failed = a_run(
+        RunStatus.FAILED, an_attempt(1, job_name=JOB_1, state="JOB_STATE_FAILED", decision={})
+    )
 
     reopened = with_reopened(failed, plan)
 

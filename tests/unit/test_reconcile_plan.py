@@ -3,14 +3,26 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from google.cloud.aiplatform_v1 import CustomJob
+from run_builders import (
+    EAST_PARENT,
+    FLEX_2H,
+    NOW,
+    PARENT,
+    POOL,
+    RUN_ID,
+    TEMPLATE_NAME,
+    a_run,
+    an_attempt,
+    job_name,
+)
 
-from shared.adapters.ledger import Attempt, RetryPlan, Run, RunStatus
+from shared.adapters.ledger import INTENT_STATE, Attempt, RetryPlan, Run, RunStatus
 from shared.config.model import FlexStartPlacement, PersistentResourcePlacement, Template
 from shared.policy.due_retries import DueRetry, RetryCause
 from shared.policy.reconcile_plan import (
@@ -25,14 +37,10 @@ from shared.policy.reconcile_plan import (
     plan_tick,
 )
 
-NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 GRACE = timedelta(minutes=30)
-CENTRAL = "projects/acme-ml/locations/us-central1"
-EAST = "projects/acme-ml/locations/us-east4"
-JOB_PARENT = "projects/123456789012/locations/us-central1"
 
 TEMPLATE = Template(
-    name="resnet-a100",
+    name=TEMPLATE_NAME,
     display_name="resnet-{run_id}",
     job_spec={},
     placements=(
@@ -41,27 +49,23 @@ TEMPLATE = Template(
         FlexStartPlacement(max_wait=timedelta(hours=6), region="us-east4"),
     ),
 )
-POOL = {"persistent_resource": "a100-pool"}
-FLEX_2H = {"flex_start": {"max_wait": "7200s"}}
-
-
-def job_name(number: int) -> str:
-    return f"{JOB_PARENT}/customJobs/{1000000000000000000 + number}"
 
 
 def attempt(
     number: int = 1,
     *,
     job: int | None = None,
-    state: str = "INTENT",
+    state: str = INTENT_STATE,
     intent_age: timedelta = timedelta(minutes=20),
-    placement: dict[str, Any] | None = None,
-    parent: str = CENTRAL,
+    placement: Mapping[str, Any] = FLEX_2H,
+    parent: str = PARENT,
     decision: dict[str, Any] | None = None,
 ) -> Attempt:
-    return Attempt(
-        number=number,
-        placement=placement or FLEX_2H,
+    """Attempt ``number``, claimed ``intent_age`` before NOW in ``parent``'s region; its job is
+    ``job_name(job)`` (None: an intent)."""
+    return an_attempt(
+        number,
+        placement=placement,
         region=parent.rsplit("/", 1)[1],
         parent=parent,
         intent_at=NOW - intent_age,
@@ -72,19 +76,13 @@ def attempt(
 
 
 def run(
-    status: RunStatus, *attempts: Attempt, run_id: str = "r-000000000000000000000001", **extra: Any
+    status: RunStatus,
+    *attempts: Attempt,
+    created_at: datetime = NOW - timedelta(hours=1),
+    **fields: Any,
 ) -> Run:
-    return Run(
-        run_id=run_id,
-        run_key="gcs:acme-datasets/imagenet/2026-12-01/@1733100000000000",
-        route="imagenet-daily",
-        template=TEMPLATE.name,
-        trigger={"kind": "ObjectFinalized"},
-        status=status,
-        attempts=attempts,
-        created_at=NOW - timedelta(hours=1),
-        **extra,
-    )
+    """A run of TEMPLATE, opened an hour before NOW unless ``created_at`` says otherwise."""
+    return a_run(status, *attempts, created_at=created_at, **fields)
 
 
 def listed(
@@ -102,7 +100,7 @@ def listed(
     created = (NOW - age).isoformat().replace("+00:00", "Z")
     return CustomJob.from_json(
         f'{{"name": "{job_name(number)}", "state": "{state}", "createTime": "{created}", '
-        f'"labels": {{"vd-run": "r-000000000000000000000001", "vd-attempt": "1"}}, '
+        f'"labels": {{"vd-run": "{RUN_ID}", "vd-attempt": "1"}}, '
         f'"jobSpec": {{"scheduling": {json.dumps(scheduling)}}}}}'
     )
 
@@ -118,7 +116,6 @@ def tick(*runs: Run, jobs: tuple[CustomJob, ...] = (), **options: Any) -> TickPl
     )
 
 
-RUN_ID = "r-000000000000000000000001"
 DECIDED = {"move": "retry", "alert": None}
 
 
@@ -205,7 +202,7 @@ DECIDED = {"move": "retry", "alert": None}
             id="intent-stuck-past-alert-threshold",
         ),
         pytest.param(
-            replace(run(RunStatus.ACCEPTED), created_at=NOW - timedelta(minutes=10)),
+            run(RunStatus.ACCEPTED, created_at=NOW - timedelta(minutes=10)),
             (),
             TickPlan(
                 retries=(
@@ -219,7 +216,7 @@ DECIDED = {"move": "retry", "alert": None}
             id="accepted-never-claimed",
         ),
         pytest.param(
-            replace(run(RunStatus.ACCEPTED), created_at=NOW - timedelta(minutes=1)),
+            run(RunStatus.ACCEPTED, created_at=NOW - timedelta(minutes=1)),
             (),
             TickPlan(),
             id="accepted-just-now",
@@ -339,7 +336,7 @@ LIMIT_2H = timedelta(hours=2, minutes=30)  # the recorded 2 h max wait plus the 
     ],
 )
 def test_watchdog(placement: dict[str, Any], job: CustomJob, overdue: OverdueWait | None) -> None:
-    recorded = replace(attempt(job=1, state=job.state.name), placement=placement)
+    recorded = attempt(job=1, state=job.state.name, placement=placement)
     plan = tick(run(RunStatus.SUBMITTED, recorded), jobs=(job,))
 
     assert plan.overdue == ((overdue,) if overdue else ())
@@ -361,7 +358,7 @@ def test_watchdog(placement: dict[str, Any], job: CustomJob, overdue: OverdueWai
 def test_flex_start_max_wait_prefers_the_recorded_placement(
     placement: dict[str, Any], job_max_wait: str | None, expected: timedelta | None
 ) -> None:
-    recorded = replace(attempt(job=1), placement=placement)
+    recorded = attempt(job=1, placement=placement)
     job = listed(1, "JOB_STATE_QUEUED", max_wait=job_max_wait)
 
     assert flex_start_max_wait(job, recorded) == expected
@@ -374,29 +371,29 @@ def test_flex_start_max_wait_without_an_attempt_reads_the_job() -> None:
 
 
 def test_a_parent_that_could_not_be_listed_is_left_for_the_next_tick() -> None:
-    waiting = run(RunStatus.SUBMITTED, attempt(job=1, state="JOB_STATE_QUEUED", parent=EAST))
+    waiting = run(RunStatus.SUBMITTED, attempt(job=1, state="JOB_STATE_QUEUED", parent=EAST_PARENT))
 
-    assert tick(waiting, listed_parents=frozenset({CENTRAL})) == TickPlan()
-    assert tick(waiting, listed_parents=frozenset({EAST})).unlisted == (job_name(1),)
+    assert tick(waiting, listed_parents=frozenset({PARENT})) == TickPlan()
+    assert tick(waiting, listed_parents=frozenset({EAST_PARENT})).unlisted == (job_name(1),)
 
 
 def test_listings_one_per_parent_from_the_oldest_watched_intent() -> None:
     runs = [
         run(RunStatus.SUBMITTED, attempt(job=1, intent_age=timedelta(hours=1)), run_id="r-a"),
         run(RunStatus.RUNNING, attempt(job=2, intent_age=timedelta(hours=3)), run_id="r-b"),
-        run(RunStatus.SUBMITTED, attempt(job=3, parent=EAST), run_id="r-c"),
+        run(RunStatus.SUBMITTED, attempt(job=3, parent=EAST_PARENT), run_id="r-c"),
         run(RunStatus.SUBMITTING, attempt(intent_age=timedelta(days=2)), run_id="r-d"),
         run(RunStatus.ACCEPTED, run_id="r-e"),
     ]
 
     assert plan_listings(runs) == [
         Listing(
-            CENTRAL,
+            PARENT,
             'labels.vd-run:* AND create_time>="2026-12-01T08:50:00Z"',  # 3 h + 10 min margin
             frozenset({job_name(1), job_name(2)}),
         ),
         Listing(
-            EAST,
+            EAST_PARENT,
             'labels.vd-run:* AND create_time>="2026-12-01T11:30:00Z"',
             frozenset({job_name(3)}),
         ),
@@ -432,8 +429,8 @@ def test_list_filter_is_rfc3339_utc() -> None:
             id="recovered-before-this-intent",
         ),
         pytest.param(
-            replace(
-                run(RunStatus.ACCEPTED),
+            run(
+                RunStatus.ACCEPTED,
                 created_at=NOW - timedelta(minutes=10),
                 recovery_published_at=NOW - timedelta(minutes=1),
             ),

@@ -2,32 +2,25 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 import pytest
+from run_builders import a_retry_plan, a_run, an_attempt, job_name
 
-from shared.adapters.ledger import Attempt, RetryPlan, Run, RunStatus
+from shared.adapters.ledger import INTENT_STATE, Attempt, Run, RunStatus
 from shared.policy.admission import retry_awaited
 
-NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 
-
-def _attempt(number: int, job: str | None = "jobs/1", decided: bool = False) -> Attempt:
-    return Attempt(
-        number=number,
-        placement={"flex_start": {"max_wait": "7200s"}},
-        region="us-central1",
-        parent="projects/p/locations/us-central1",
-        intent_at=NOW,
+def _attempt(number: int, job: str | None = job_name(1), decided: bool = False) -> Attempt:
+    return an_attempt(
+        number,
         job_name=job,
-        state="JOB_STATE_RUNNING" if job else "INTENT",
+        state="JOB_STATE_RUNNING" if job else INTENT_STATE,
         decision={"action": "retry"} if decided else None,
     )
 
 
 def _run(status: RunStatus, *attempts: Attempt, next_attempt: int | None = None) -> Run:
-    plan = RetryPlan(NOW, next_attempt, 0, "capacity") if next_attempt else None
-    return Run("r-1", "key", "route", "tpl", {}, status=status, attempts=attempts, next_retry=plan)
+    plan = a_retry_plan(next_attempt) if next_attempt else None
+    return a_run(status, *attempts, next_retry=plan)
 
 
 @pytest.mark.parametrize(

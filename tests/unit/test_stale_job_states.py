@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from google.cloud.aiplatform_v1 import CustomJob
+from run_builders import NOW, RUN_ID, TEMPLATE_NAME, a_run, an_attempt, job_name
 
 from shared.config.model import FlexStartPlacement, Template
 from shared.model.runs import (
@@ -35,15 +36,12 @@ from shared.model.runs import (
 )
 from shared.policy.reconcile_plan import StateChange, plan_tick
 
-T0 = datetime(2026, 12, 1, 2, 0, tzinfo=UTC)
-PARENT = "projects/local-project/locations/us-central1"
-JOB_1 = f"{PARENT}/customJobs/1000000000000000001"
-JOB_2 = f"{PARENT}/customJobs/1000000000000000002"
-RUN_ID = "r-0123456789abcdef01234567"
+JOB_1, JOB_2 = job_name(1), job_name(2)
 ERROR = {"code": 13, "message": "Internal error occurred", "class": "infrastructure"}
 DECISION = {"outcome": "infrastructure", "alert": None, "complete": False}
-BACKOFF = RetryPlan(T0, 2, 0, "infrastructure")
+BACKOFF = RetryPlan(NOW, 2, 0, "infrastructure")
 GRACE = timedelta(minutes=30)
+FLEX_1H = {"flex_start": {"max_wait": "3600s"}}
 
 
 def attempt(
@@ -54,45 +52,25 @@ def attempt(
     decision: dict[str, Any] | None = None,
     error: dict[str, Any] | None = None,
 ) -> Attempt:
-    return Attempt(
-        number=number,
-        placement={"flex_start": {"max_wait": "3600s"}},
-        region="us-central1",
-        parent=PARENT,
-        intent_at=T0,
-        job_name=job,
-        state=state,
-        error=error,
-        decision=decision,
-    )
-
-
-def run(status: RunStatus, *attempts: Attempt, next_retry: RetryPlan | None = None) -> Run:
-    return Run(
-        run_id=RUN_ID,
-        run_key="request-key:stale",
-        route="on-request",
-        template="flex",
-        trigger={"kind": "JobRequest"},
-        status=status,
-        attempts=attempts,
-        next_retry=next_retry,
+    """Attempt ``number`` of the template below (FLEX_START, 1 h), its job ``job`` in ``state``."""
+    return an_attempt(
+        number, placement=FLEX_1H, job_name=job, state=state, decision=decision, error=error
     )
 
 
 # The runs as they stand when the stale observation arrives.
-DECIDED_WAITING = run(
+DECIDED_WAITING = a_run(
     RunStatus.WAITING_RETRY,
     attempt(1, "JOB_STATE_FAILED", decision=DECISION, error=ERROR),
     next_retry=BACKOFF,
 )
-DECIDED_SUCCEEDED = run(
+DECIDED_SUCCEEDED = a_run(
     RunStatus.SUCCEEDED,
     attempt(1, "JOB_STATE_SUCCEEDED", decision={"outcome": "succeeded", "alert": None}),
 )
-ENDED_UNDECIDED = run(RunStatus.CANCELLED, attempt(1, "JOB_STATE_CANCELLED"))  # a final run
-END_NOT_YET_DECIDED = run(RunStatus.RUNNING, attempt(1, "JOB_STATE_FAILED"))  # the tick decides
-OLDER_ENDED = run(
+ENDED_UNDECIDED = a_run(RunStatus.CANCELLED, attempt(1, "JOB_STATE_CANCELLED"))  # a final run
+END_NOT_YET_DECIDED = a_run(RunStatus.RUNNING, attempt(1, "JOB_STATE_FAILED"))  # the tick decides
+OLDER_ENDED = a_run(
     RunStatus.SUBMITTED,
     attempt(1, "JOB_STATE_FAILED", decision=DECISION),
     attempt(2, "JOB_STATE_QUEUED", job=JOB_2),
@@ -145,7 +123,7 @@ def test_a_live_state_never_replaces_a_later_one(before: Run, change: Observe) -
     ("before", "change", "number", "state", "status"),
     [
         pytest.param(
-            run(RunStatus.SUBMITTED, attempt(1, "JOB_STATE_QUEUED")),
+            a_run(RunStatus.SUBMITTED, attempt(1, "JOB_STATE_QUEUED")),
             observed(1, "JOB_STATE_RUNNING"),
             1,
             "JOB_STATE_RUNNING",
@@ -153,7 +131,7 @@ def test_a_live_state_never_replaces_a_later_one(before: Run, change: Observe) -
             id="live-moves-forward",
         ),
         pytest.param(
-            run(RunStatus.SUBMITTING, attempt(1, INTENT_STATE, job=None)),
+            a_run(RunStatus.SUBMITTING, attempt(1, INTENT_STATE, job=None)),
             recorded_job(1, "JOB_STATE_QUEUED"),
             1,
             "JOB_STATE_QUEUED",
@@ -161,7 +139,7 @@ def test_a_live_state_never_replaces_a_later_one(before: Run, change: Observe) -
             id="the-job-of-an-intent",
         ),
         pytest.param(
-            run(RunStatus.SUBMITTING, attempt(1, INTENT_STATE, job=None)),
+            a_run(RunStatus.SUBMITTING, attempt(1, INTENT_STATE, job=None)),
             create_failed(1),
             1,
             CREATE_FAILED_STATE,
@@ -177,7 +155,7 @@ def test_a_live_state_never_replaces_a_later_one(before: Run, change: Observe) -
             id="the-last-attempt-runs",
         ),
         pytest.param(
-            run(RunStatus.RUNNING, attempt(1, "JOB_STATE_RUNNING")),
+            a_run(RunStatus.RUNNING, attempt(1, "JOB_STATE_RUNNING")),
             observed(1, "JOB_STATE_FAILED"),
             1,
             "JOB_STATE_FAILED",
@@ -226,7 +204,7 @@ def test_a_decided_attempt_whose_state_was_overwritten_gets_its_end_back() -> No
 # The reconciler's view: a listing that shows an older live state is not a change to apply.
 
 TEMPLATE = Template(
-    name="flex",
+    name=TEMPLATE_NAME,
     display_name="flex-{run_id}",
     job_spec={},
     placements=(FlexStartPlacement(max_wait=timedelta(hours=1)),),
@@ -254,7 +232,7 @@ def listed(state: str) -> CustomJob:
             id="decided-state-overwritten-listed-its-end",
         ),
         pytest.param(
-            run(RunStatus.SUBMITTED, attempt(1, "JOB_STATE_QUEUED")),
+            a_run(RunStatus.SUBMITTED, attempt(1, "JOB_STATE_QUEUED")),
             "JOB_STATE_RUNNING",
             True,
             id="undecided-listed-running",
@@ -264,6 +242,8 @@ def listed(state: str) -> CustomJob:
 def test_the_tick_sees_no_change_in_an_older_live_state(
     the_run: Run, state: str, changed: bool
 ) -> None:
-    plan = plan_tick([the_run], {JOB_1: listed(state)}, {"flex": TEMPLATE}, now=T0, grace=GRACE)
+    plan = plan_tick(
+        [the_run], {JOB_1: listed(state)}, {TEMPLATE.name: TEMPLATE}, now=NOW, grace=GRACE
+    )
 
     assert plan.changes == ((StateChange(RUN_ID, JOB_1, state),) if changed else ())

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from threading import Barrier
 
 import pytest
+from run_builders import NOW, RUN_ID, a_run, an_attempt, job_name
 
 from shared.adapters.ledger import (
     INTENT_STATE,
@@ -28,44 +29,24 @@ from shared.adapters.ledger import (
     with_status,
 )
 
-T0 = datetime(2026, 12, 1, 6, 0, tzinfo=UTC)
-PARENT = "projects/acme-ml/locations/us-central1"
-JOB_1 = f"{PARENT}/customJobs/1001"
-JOB_2 = f"{PARENT}/customJobs/1002"
+JOB_1, JOB_2 = job_name(1), job_name(2)
+PARAMS = {"dataset_uri": "gs://acme-datasets/imagenet/2026-12-01/"}
 RACERS = 16
 
 
-def new_run(run_id: str = "r-0123456789abcdef01234567") -> Run:
-    return Run(
-        run_id=run_id,
-        run_key="gcs:acme-datasets/imagenet/2026-12-01/@1733100000000000",
-        route="imagenet-daily",
-        template="resnet-a100",
-        trigger={
-            "kind": "ObjectFinalized",
-            "bucket": "acme-datasets",
-            "name": "imagenet/2026-12-01/_SUCCESS",
-            "generation": 1733100000000000,
-            "event_time": T0,
-        },
-        params={"dataset_uri": "gs://acme-datasets/imagenet/2026-12-01/"},
-    )
+def new_run(run_id: str = RUN_ID) -> Run:
+    """Run ``run_id`` as dispatch opens it: accepted, with its trigger and params, no attempt."""
+    return a_run(run_id=run_id, params=PARAMS)
 
 
-def attempt(number: int, job_name: str | None = None, state: str = INTENT_STATE) -> Attempt:
-    return Attempt(
-        number=number,
-        placement={"flex_start": {"max_wait": "7200s"}},
-        region="us-central1",
-        parent=PARENT,
-        intent_at=T0 + timedelta(minutes=number),
-        job_name=job_name,
-        state=state,
-    )
+def attempt(number: int, job: str | None = None, state: str = INTENT_STATE) -> Attempt:
+    """Attempt ``number``, claimed ``number`` minutes after NOW (an intent unless ``job``)."""
+    return an_attempt(number, intent_at=NOW + timedelta(minutes=number), job_name=job, state=state)
 
 
 def run_with(*attempts: Attempt, status: RunStatus = RunStatus.SUBMITTING) -> Run:
-    return replace(new_run(), attempts=attempts, status=status)
+    """That run once ``attempts`` were claimed (and their jobs created)."""
+    return a_run(status, *attempts, params=PARAMS)
 
 
 # --- pure transitions -------------------------------------------------------------------------
@@ -81,7 +62,7 @@ def run_with(*attempts: Attempt, status: RunStatus = RunStatus.SUBMITTING) -> Ru
             [1, 2],
         ),
         # an intent whose job never appeared is taken over under the same number
-        (run_with(attempt(1)), replace(attempt(1), intent_at=T0 + timedelta(hours=1)), [1]),
+        (run_with(attempt(1)), replace(attempt(1), intent_at=NOW + timedelta(hours=1)), [1]),
     ],
 )
 def test_claiming_an_attempt(before: Run, claimed: Attempt, expected_numbers: list[int]) -> None:
@@ -187,9 +168,9 @@ def test_the_document_round_trips() -> None:
     run = replace(
         run,
         alerts=("no_placement",),
-        next_retry=RetryPlan(at=T0, attempt=2, placement_index=1, reason="capacity"),
-        created_at=T0,
-        updated_at=T0,
+        next_retry=RetryPlan(at=NOW, attempt=2, placement_index=1, reason="capacity"),
+        created_at=NOW,
+        updated_at=NOW,
     )
     assert run_from_document(run_to_document(run)) == run
 
@@ -228,7 +209,7 @@ def test_two_claims_from_one_snapshot_one_wins(ledger: Ledger) -> None:
 
     claimed = ledger.claim_attempt(opened, attempt(1))
     with pytest.raises(LedgerConflict, match="another delivery"):
-        ledger.claim_attempt(opened, replace(attempt(1), intent_at=T0 + timedelta(seconds=1)))
+        ledger.claim_attempt(opened, replace(attempt(1), intent_at=NOW + timedelta(seconds=1)))
 
     stored = ledger.get_run(opened.run.run_id)
     assert stored is not None
@@ -243,7 +224,7 @@ def test_no_placement_does_not_overwrite_a_job_another_delivery_created(ledger: 
     ledger.record_job(opened.run.run_id, 1, JOB_1, "JOB_STATE_QUEUED", known=claimed)
 
     with pytest.raises(LedgerConflict):
-        ledger.wait_for_retry(opened, RetryPlan(T0, 1, 0, "no placement could take the job"))
+        ledger.wait_for_retry(opened, RetryPlan(NOW, 1, 0, "no placement could take the job"))
 
     stored = ledger.get_run(opened.run.run_id)
     assert stored is not None
@@ -252,7 +233,7 @@ def test_no_placement_does_not_overwrite_a_job_another_delivery_created(ledger: 
 
 def test_no_placement_makes_an_unchanged_run_wait(ledger: Ledger) -> None:
     opened, _ = ledger.open_run(new_run())
-    plan = RetryPlan(T0, 1, 0, "no placement could take the job")
+    plan = RetryPlan(NOW, 1, 0, "no placement could take the job")
 
     waiting = ledger.wait_for_retry(opened, plan)
 
@@ -286,7 +267,7 @@ def test_a_claim_then_its_job_then_the_next_status(ledger: Ledger) -> None:
     ledger.claim_attempt(opened, attempt(1))
 
     submitted = ledger.record_job(opened.run.run_id, 1, JOB_1, "JOB_STATE_QUEUED")
-    retry = RetryPlan(at=T0 + timedelta(minutes=2), attempt=2, placement_index=0, reason="test")
+    retry = RetryPlan(at=NOW + timedelta(minutes=2), attempt=2, placement_index=0, reason="test")
     waiting = ledger.set_status(opened.run.run_id, RunStatus.WAITING_RETRY, retry)
 
     assert submitted.run.status is RunStatus.SUBMITTED

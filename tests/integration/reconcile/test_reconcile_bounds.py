@@ -9,10 +9,11 @@ from datetime import timedelta
 
 from google.cloud.aiplatform_v1 import CustomJob
 from reconcile_test_support import EAST_REGION, REGION, World, of_run
+from run_builders import a_run, an_attempt
 
 from emulator_stack import LOCAL_PROJECT
 from shared.adapters import vertex
-from shared.adapters.ledger import Attempt, Run, RunStatus
+from shared.adapters.ledger import RunStatus
 from shared.handlers.reconcile import WatchdogReason, reconcile
 from shared.model.results import DispatchOutcome
 
@@ -40,25 +41,23 @@ def _open_run_with_job(world: World, region: str, index: int) -> None:
     job.labels = {"vd-run": run_id, "vd-attempt": "1"}
     intent_at = world.services.now()
     created = vertex.create_custom_job(parent, job)
+    attempt = an_attempt(
+        1,
+        region=region,
+        parent=parent,
+        intent_at=intent_at,
+        job_name=created.name,
+        state=created.state.name,
+    )
     world.services.ledger.open_run(
-        Run(
+        a_run(
+            RunStatus.SUBMITTED,
+            attempt,
             run_id=run_id,
             run_key=f"request:probe-{region}-{index}",
             route="on-request",
             template="flex-a100",
             trigger={"kind": "JobRequest"},
-            status=RunStatus.SUBMITTED,
-            attempts=(
-                Attempt(
-                    number=1,
-                    placement={"flex_start": {"max_wait": "7200s"}},
-                    region=region,
-                    parent=parent,
-                    intent_at=intent_at,
-                    job_name=created.name,
-                    state=created.state.name,
-                ),
-            ),
         )
     )
 
