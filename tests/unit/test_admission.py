@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
+from run_builders import a_retry_plan, a_run, an_attempt
 
 from shared.config.model import FlexStartPlacement, RetryPolicy, Template
-from shared.model.runs import Attempt, RetryPlan, Run, RunStatus
+from shared.model.runs import INTENT_STATE, Attempt, Run, RunStatus
 from shared.policy.admission import RetryVerdict, admit_retry
 
-NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 TEMPLATE = Template(
-    name="tpl",
+    name="resnet-a100",
     display_name="tpl-{run_id}",
     job_spec={},
     placements=(
@@ -25,23 +25,14 @@ TEMPLATE = Template(
 
 
 def _attempt(number: int, job: str | None = "jobs/1", state: str = "JOB_STATE_FAILED") -> Attempt:
-    return Attempt(
-        number=number,
-        placement={"flex_start": {"max_wait": "7200s"}},
-        region="us-central1",
-        parent="projects/p/locations/us-central1",
-        intent_at=NOW,
-        job_name=job,
-        state=state if job else "INTENT",
-    )
+    return an_attempt(number, job_name=job, state=state if job else INTENT_STATE)
 
 
 def _run(
     status: RunStatus, *attempts: Attempt, waits_for: int | None = None, **extra: object
 ) -> Run:
-    plan = RetryPlan(NOW, waits_for, 0, "capacity") if waits_for else None
-    run = Run("r-1", "key", "route", "tpl", {}, status=status, attempts=attempts, next_retry=plan)
-    return replace(run, **extra)  # type: ignore[arg-type]
+    plan = a_retry_plan(waits_for) if waits_for else None
+    return replace(a_run(status, *attempts, next_retry=plan), **extra)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
