@@ -162,6 +162,32 @@ def test_the_function_reads_the_bundled_config_without_pyyaml(built) -> None:
     assert yaml_imported == "False"
 
 
+def test_the_entry_module_loads_the_library_without_collecting_and_leaves_gc_on(built) -> None:
+    # functions/main.py freezes what the library creates at load (it lives as long as the
+    # instance) instead of letting collections scan it: the collector must be on afterwards.
+    code = (
+        "import gc, json\n"
+        "import functions_framework  # loaded first, as on Cloud Functions: it loads main\n"
+        "gc.collect()\n"
+        "collections = []\n"
+        "gc.callbacks.append(lambda phase, info: collections.append(phase))\n"
+        "import main\n"
+        "print(json.dumps([gc.isenabled(), gc.get_freeze_count(), len(collections)]))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=built.directory,
+        env={**os.environ, **DEPLOYED_ENV},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    enabled, frozen, collections = json.loads(result.stdout)
+    assert enabled is True
+    assert frozen > 1000  # the library's modules, classes and functions
+    assert collections == 0
+
+
 def test_without_a_config_the_bundle_ships_none(tmp_path: Path) -> None:
     bundle = bundle_module.build_bundle(tmp_path / "source", bytecode=False)
     assert bundle.config is None
