@@ -1,7 +1,9 @@
 """``python -m bench``: run every measurement of issue 7, print one table, write the raw JSON.
 
-Builds the function's bundle once (``deploy/bundle.py``, bytecode included) and runs every cold
-start from it, as deployed (see ``bench.coldstart``). Starts its own emulators (Pub/Sub,
+Builds the function's bundle once (``deploy/bundle.py``, bytecode and config included, as
+``deploy/deploy.sh`` builds it) and runs every cold start from it, as deployed (see
+``bench.coldstart``); the workloads, which run from the repository, read the same config from
+``bench/dispatch-config.yaml``. Starts its own emulators (Pub/Sub,
 Firestore, Vertex AI with a frozen clock) with ``emulator_stack``, runs the cold starts and the
 three workloads in fresh processes, and stops everything. ``--smoke`` runs only the cold starts
 that need no emulator, once each (a few seconds), for CI. Progress goes to stderr; the table is
@@ -32,7 +34,7 @@ from bench.workloads import RESULT_PREFIX as WORKLOAD_RESULT_PREFIX
 
 BENCH_DIR = Path(__file__).resolve().parent
 RESULTS_DIR = BENCH_DIR / "results"
-DISPATCH_CONFIG = BENCH_DIR / "dispatch-config.yaml"
+DISPATCH_CONFIG = coldstart.DISPATCH_CONFIG  # shipped in the bundle; read as YAML by workloads
 EMULATOR_CONFIG = BENCH_DIR / "vertex-emulator.yaml"
 PROJECT = "local-project"
 TOPICS = ("bench-alerts", "bench-requests", "vertex-dispatch-job-events")

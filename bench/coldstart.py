@@ -4,8 +4,11 @@ roots, runs the table of cases and collects samples.
 
 Every subject runs from a source root laid out the way Cloud Functions runs a function: its
 ``main.py`` at the root, with unchecked-hash bytecode beside it (``deploy/bundle.py``'s). For
-vertex-dispatch the root is the bundle itself, built by ``deploy/bundle.build_bundle`` (``main.py``,
-``shared/``, their ``.pyc``); for the floor and the baseline it is their one module copied to
+vertex-dispatch the root is the bundle itself, built by ``deploy/bundle.build_bundle`` as
+``deploy/deploy.sh`` builds it (``main.py``, ``shared/``, their ``.pyc``, and the config,
+``bench/dispatch-config.yaml``, shipped as ``config/config.json``), and its children read that
+config by the relative path the Terraform module sets (``VERTEX_DISPATCH_CONFIG``, from the root,
+their working directory); for the floor and the baseline the root is their one module copied to
 ``main.py`` and compiled the same way. So no subject compiles its own code on a cold start, as none
 does on Cloud Functions, and none runs from the repository or the editable install.
 
@@ -22,7 +25,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -33,6 +36,8 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 BENCH_DIR = REPO_ROOT / "bench"
 CHILD_SCRIPT = BENCH_DIR / "coldstart_child.py"
 BUNDLE_SCRIPT = REPO_ROOT / "deploy" / "bundle.py"
+DISPATCH_CONFIG = BENCH_DIR / "dispatch-config.yaml"
+CONFIG_VARIABLE = "VERTEX_DISPATCH_CONFIG"
 CHILD_TIMEOUT_SECONDS = 60
 
 
@@ -92,11 +97,13 @@ class SourceRoot:
     libraries: tuple[str, ...]  # packages the child checks it imported from ``directory``
     pyc_files: int
     bytecode_skipped: str | None  # why no .pyc was written (another Python than the runtime's)
+    env: Mapping[str, str] = field(default_factory=dict)  # the child's environment, over the run's
 
     def summary(self) -> dict[str, Any]:
         return {
             "pyc_files": self.pyc_files,
             "bytecode_skipped": self.bytecode_skipped,
+            "env": dict(self.env),
         }
 
 
@@ -114,22 +121,30 @@ def bundle_module() -> ModuleType:
     return module
 
 
-def build_source_roots(directory: Path, subjects: Iterable[str]) -> dict[str, SourceRoot]:
+def build_source_roots(
+    directory: Path, subjects: Iterable[str], *, config: Path = DISPATCH_CONFIG
+) -> dict[str, SourceRoot]:
     """One source root per subject under ``directory``: the bundle for vertex-dispatch (built by
-    ``deploy/bundle.py``, bytecode included), ``main.py`` plus its bytecode for the others."""
+    ``deploy/bundle.py`` with ``config``, bytecode included, read from the bundle as deployed),
+    ``main.py`` plus its bytecode for the others."""
     bundle = bundle_module()
     roots: dict[str, SourceRoot] = {}
     for subject in dict.fromkeys(subjects):
         root = directory / subject
         libraries: tuple[str, ...] = ()
+        env: dict[str, str] = {}
         if subject == Subject.OURS:
-            built = bundle.build_bundle(root)
+            built = bundle.build_bundle(root, config=config)
             compiled, libraries = built.bytecode, (BUNDLE_LIBRARY,)
+            assert built.config is not None  # built with a config
+            env[CONFIG_VARIABLE] = built.config.path  # relative: read from the root, as deployed
         else:
             root.mkdir(parents=True)
             shutil.copyfile(SINGLE_MODULE_SUBJECTS[subject], root / "main.py")
             compiled = bundle.compile_bytecode(root)
-        roots[subject] = SourceRoot(subject, root, libraries, len(compiled.files), compiled.skipped)
+        roots[subject] = SourceRoot(
+            subject, root, libraries, len(compiled.files), compiled.skipped, env
+        )
     return roots
 
 
@@ -184,7 +199,7 @@ def run_child(
     completed = subprocess.run(
         child_command(root, case.function, event),
         cwd=root.directory,
-        env=cold_environment(env),
+        env=cold_environment({**env, **root.env}),
         capture_output=True,
         text=True,
         timeout=CHILD_TIMEOUT_SECONDS,

@@ -6,8 +6,9 @@ root appended to ``sys.path``, its ``main.py`` the entry module) and times every
 before that import to the return of ``main.FUNCTION`` on the event ``EVENT_JSON`` (JSON
 ``[attributes, data]``). It then prints one line ``RESULT_PREFIX`` + JSON: the seconds (wall and
 CPU), the process's peak RSS, which Google Cloud clients ended up imported (an unmatched event
-must import none), where ``main`` and each ``--library`` package came from, and which of the
-root's modules had no bytecode beside them. Nothing heavy is imported before the clock starts.
+must import none), whether PyYAML was (a config read from the bundle's JSON needs none), where
+``main`` and each ``--library`` package came from, and which of the root's modules had no bytecode
+beside them. Nothing heavy is imported before the clock starts.
 
 Run it as a script with ``-P``, so that neither the working directory nor this script's folder
 (the repository) is on the import path: only the standard library, site-packages and ``ROOT``.
@@ -62,6 +63,7 @@ def main(argv: list[str]) -> None:
         "cpu_seconds": cpu_seconds,
         "peak_rss_mib": peak_kib / 1024,
         "cloud_clients_imported": [name for name in CLOUD_CLIENT_MODULES if name in sys.modules],
+        "pyyaml_imported": "yaml" in sys.modules,
         "loaded_from": loaded,
         "root_modules": len(root_modules),
         "root_modules_without_bytecode": sorted(

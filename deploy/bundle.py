@@ -7,6 +7,12 @@ The bundle is the source root Cloud Functions builds from:
 - ``shared/``: the library package, every file but caches;
 - ``requirements.txt``: the runtime dependencies pinned to the versions installed in the Python
   running this script, with everything they pull in, so production runs what the tests ran;
+- ``config/config.json`` (with ``--config FILE``): the config, validated here as the function
+  loads it (a broken config builds no bundle), written as JSON (JSON is YAML, and a cold instance
+  reads it without importing PyYAML: see ``shared.config.yamlfile``), with every local file its
+  templates refer to (``gcloud_config``, ``rest_body``) at the same path relative to it, also as
+  JSON. The function reads it by ``VERTEX_DISPATCH_CONFIG=config/config.json``, relative to the
+  source root, which is a function's working directory (``BUNDLED_CONFIG``);
 - ``__pycache__/*.cpython-311.pyc`` beside every module: bytecode for the runtime's Python, so a
   cold instance does not compile our modules on import.
 
@@ -20,18 +26,22 @@ build variable that keeps its bytecode valid in the image.
 
 Run it with the project's virtual environment, from anywhere::
 
-    .venv/bin/python deploy/bundle.py --out build/bundle --zip build/vertex-dispatch-source.zip
+    .venv/bin/python deploy/bundle.py --config my-config.yaml --zip build/vertex-dispatch-source.zip
 
-Only the standard library and ``packaging`` (a runtime dependency of the Google clients) are used:
-this is a build tool, not part of what is deployed.
+Only the standard library, ``packaging`` (a runtime dependency of the Google clients) and, for
+``--config``, the project's own config loader are used: this is a build tool, not part of what is
+deployed.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.metadata
 import json
 import os
+import posixpath
+import re
 import shutil
 import subprocess
 import sys
@@ -39,6 +49,7 @@ import zipfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from packaging.markers import default_environment
 from packaging.requirements import Requirement
@@ -59,6 +70,11 @@ ZIP_DATE = (1980, 1, 1, 0, 0, 0)
 REQUIREMENTS_HEADER = (
     "# Pinned from the environment that built this bundle (deploy/bundle.py); do not edit.\n"
 )
+# Where the config goes in the bundle, relative to its root: the value of VERTEX_DISPATCH_CONFIG
+# the Terraform module sets (tests/deploy/test_bundle.py checks that the two agree). A function's
+# working directory is its source root, and a relative path is read from there.
+BUNDLED_CONFIG = "config/config.json"
+GCS_SCHEME = "gs://"
 
 
 class BundleError(Exception):
@@ -74,14 +90,25 @@ class Bytecode:
 
 
 @dataclass(frozen=True)
+class BundledConfig:
+    """The config shipped in a bundle: where it came from, and the files written for it."""
+
+    source: Path
+    path: str  # BUNDLED_CONFIG, relative to the bundle's root
+    files: tuple[str, ...]  # the files its templates refer to, relative to the bundle's root
+    remote: tuple[str, ...]  # gs:// files its templates refer to: read from there at run time
+
+
+@dataclass(frozen=True)
 class Bundle:
-    """A built bundle: its directory, its zip (when asked for), its pinned requirements and the
-    bytecode shipped with it."""
+    """A built bundle: its directory, its zip (when asked for), its pinned requirements, the
+    bytecode and the config shipped with it."""
 
     directory: Path
     zip_path: Path | None
     requirements: tuple[str, ...]
     bytecode: Bytecode
+    config: BundledConfig | None = None
 
 
 def runtime_requirements(distribution: str = PROJECT_DISTRIBUTION) -> list[Requirement]:
@@ -157,6 +184,7 @@ def runtime_python(runtime: str = RUNTIME) -> tuple[int, int]:
 _COMPILE_SCRIPT = """
 import json, py_compile, sys
 from pathlib import Path
+from typing import Any
 root = Path(sys.argv[1])
 written = []
 for source in sorted(root.rglob("*.py")):
@@ -206,14 +234,17 @@ def build_bundle(
     repo_root: Path = REPO_ROOT,
     runtime: str = RUNTIME,
     bytecode: bool = True,
+    config: Path | None = None,
 ) -> Bundle:
     """Write the bundle into ``out_dir`` (emptied first), with bytecode for ``runtime`` unless
-    told not to, and, when asked, zip it."""
+    told not to, the ``config`` file (validated; see ``bundle_config``) when given, and, when
+    asked, zip it. A config that does not load builds nothing."""
     entry = repo_root / ENTRY_MODULE
     library = repo_root / LIBRARY_PACKAGE
     for needed in (entry, library / "__init__.py"):
         if not needed.is_file():
             raise BundleError(f"{needed} is missing: build the bundle from a vertex-dispatch clone")
+    shipped = None if config is None else read_config(config)
     if out_dir.exists():
         shutil.rmtree(out_dir)
     out_dir.mkdir(parents=True)
@@ -225,6 +256,7 @@ def build_bundle(
     (out_dir / "requirements.txt").write_text(
         REQUIREMENTS_HEADER + "".join(f"{line}\n" for line in requirements), encoding="utf-8"
     )
+    bundled = None if shipped is None else write_config(shipped, out_dir)
     compiled = (
         compile_bytecode(out_dir, runtime=runtime)
         if bytecode
@@ -232,7 +264,135 @@ def build_bundle(
     )
     if zip_path is not None:
         write_zip(out_dir, zip_path)
-    return Bundle(out_dir, zip_path, requirements, compiled)
+    return Bundle(out_dir, zip_path, requirements, compiled, bundled)
+
+
+@dataclass(frozen=True)
+class ConfigToShip:
+    """A validated config, ready to be written into a bundle: its file, the loaded config, and
+    the JSON text of it and of each local file its templates refer to (by reference)."""
+
+    source: Path
+    loaded: Any  # shared.config.model.Config
+    text: str
+    files: dict[str, str]
+    remote: tuple[str, ...]
+
+
+def read_config(config_file: Path) -> ConfigToShip:
+    """Load ``config_file`` the way a function does (``BundleError`` with the loader's message
+    when it does not load), and render it and the files its templates read as JSON that the
+    function reads back without PyYAML (``shared.config.yamlfile.parse_json_object``)."""
+    from shared.adapters.config_source import read_source, reader_beside
+    from shared.config.loader import parse_config
+    from shared.config.yamlfile import parse_yaml
+    from shared.model.errors import DispatchError
+
+    source = str(config_file)
+    if source.startswith(GCS_SCHEME):
+        raise BundleError(f"--config takes a local file, not {source}: copy the config here")
+    read: list[str] = []
+    try:
+        text = read_source(source)
+        base_dir = config_file.resolve().parent
+        read_beside = reader_beside(source, base_dir)
+
+        def recording_reader(reference: str) -> str:
+            read.append(reference)
+            return read_beside(reference)
+
+        loaded = parse_config(text, source, base_dir, read_file=recording_reader)
+    except DispatchError as error:  # ConfigError, or a gs:// file that cannot be read now
+        raise BundleError(str(error)) from None
+    files: dict[str, str] = {}
+    for reference in dict.fromkeys(read):
+        if reference.startswith(GCS_SCHEME):
+            continue
+        where = _bundled_path(reference)
+        files[where] = _as_json(parse_yaml(read_beside(reference)), f"{source}: {reference}")
+    return ConfigToShip(
+        source=config_file,
+        loaded=loaded,
+        text=_as_json(parse_yaml(text), source),
+        files=files,
+        remote=tuple(r for r in dict.fromkeys(read) if r.startswith(GCS_SCHEME)),
+    )
+
+
+def _bundled_path(reference: str) -> str:
+    """Where a file a template refers to goes in the bundle: at the same path relative to the
+    config, which must stay beside or below it (so inside the bundle's ``config/``)."""
+    config_dir = posixpath.dirname(BUNDLED_CONFIG)
+    where = posixpath.normpath(posixpath.join(config_dir, reference))
+    if posixpath.isabs(reference) or not where.startswith(f"{config_dir}/"):
+        raise BundleError(
+            f"a template refers to {reference!r}, which is not beside or below the config: the "
+            "bundle ships the files a config refers to at the same path relative to it; move "
+            "the file into the config's directory (or below) and refer to it from there"
+        )
+    if where == BUNDLED_CONFIG:
+        raise BundleError(
+            f"a template refers to {reference!r}, the name the bundle gives the config itself "
+            f"({BUNDLED_CONFIG}); rename that file"
+        )
+    return where
+
+
+# A float JSON writes with an exponent but no "." (1e-05): YAML 1.1 would read it as text, so the
+# config's reader leaves such text to PyYAML; written as 1.0e-05 it is a number to both. Strings
+# are matched first, so nothing inside one is touched.
+_BARE_EXPONENT = re.compile(r'"(?:[^"\\]|\\.)*"|(?<![\d.])(-?\d+)(e[-+]\d+)')
+
+
+def _as_json(document: object, name: str) -> str:
+    """``document`` as JSON text that ``parse_json_object`` reads back equal to it; otherwise
+    ``BundleError`` naming ``name``."""
+    from shared.config.yamlfile import parse_json_object
+
+    try:
+        text = json.dumps(document, indent=1, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as error:  # a date, a set, NaN: not JSON
+        raise BundleError(f"{name} cannot be written as JSON: {error}") from None
+    # Characters the reader leaves to YAML (line breaks, controls) go as escapes, read the same.
+    text = "".join(c if _plain_in_json(c) else f"\\u{ord(c):04x}" for c in text)
+    text = _BARE_EXPONENT.sub(lambda m: m[0] if m[1] is None else f"{m[1]}.0{m[2]}", text)
+    if parse_json_object(text) != document:
+        raise BundleError(
+            f"{name} does not read back the same from JSON (a non-text key, or a character "
+            "JSON and YAML read differently); write it in plain YAML types"
+        )
+    return text + "\n"
+
+
+def _plain_in_json(character: str) -> bool:
+    code = ord(character)
+    if code < 0x80:
+        return code != 0x7F
+    return (
+        0xA0 <= code <= 0xD7FF or 0xE000 <= code <= 0xFFFD or code >= 0x10000
+    ) and character not in "\x85\u2028\u2029\ufeff"
+
+
+def write_config(config: ConfigToShip, out_dir: Path) -> BundledConfig:
+    """Write ``config`` into the bundle at ``out_dir``, then load it from there as the function
+    will, and check it is the config that was validated."""
+    from shared.adapters.config_source import load_config
+    from shared.model.errors import ConfigError
+
+    for relative, text in {BUNDLED_CONFIG: config.text, **config.files}.items():
+        target = out_dir / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+    bundled = out_dir / BUNDLED_CONFIG
+    try:
+        reloaded = load_config(str(bundled))
+    except ConfigError as error:
+        raise BundleError(f"the bundled config does not load: {error}") from None
+    if dataclasses.replace(reloaded, source=config.loaded.source) != config.loaded:
+        raise BundleError(
+            f"the bundled config {bundled} does not load as the same config as {config.source}"
+        )
+    return BundledConfig(config.source, BUNDLED_CONFIG, tuple(sorted(config.files)), config.remote)
 
 
 def write_zip(directory: Path, zip_path: Path) -> None:
@@ -256,12 +416,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--no-bytecode", action="store_true", help=f"ship no .pyc (default: compiled for {RUNTIME})"
     )
+    parser.add_argument(
+        "--config",
+        type=Path,
+        metavar="FILE",
+        help=f"validate this config and ship it as {BUNDLED_CONFIG} (set VERTEX_DISPATCH_CONFIG "
+        "to that path); without it, the functions read the config VERTEX_DISPATCH_CONFIG names",
+    )
     args = parser.parse_args(argv)
     try:
         bundle = build_bundle(
             args.out.resolve(),
             zip_path=args.zip and args.zip.resolve(),
             bytecode=not args.no_bytecode,
+            config=args.config,
         )
     except BundleError as error:
         print(f"bundle: error: {error}", file=sys.stderr)
@@ -274,7 +442,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         pyc = "no .pyc"
     else:
         pyc = f"{len(bundle.bytecode.files)} .pyc for {RUNTIME} (unchecked-hash)"
-    print(f"bundle written to {where}: main.py, shared/, {count} pinned requirements, {pyc}")
+    shipped = ""
+    if bundle.config is not None:
+        files = len(bundle.config.files)
+        shipped = f", the config as {bundle.config.path}" + (
+            f" with {files} file{'s' if files != 1 else ''} its templates read" if files else ""
+        )
+        for uri in bundle.config.remote:
+            print(
+                f"bundle: note: a template reads {uri}: not bundled, each cold instance reads it "
+                "from Cloud Storage",
+                file=sys.stderr,
+            )
+    print(
+        f"bundle written to {where}: main.py, shared/, {count} pinned requirements, {pyc}{shipped}"
+    )
     return 0
 
 

@@ -11,11 +11,24 @@ Deployed as the source root's ``main.py`` (Cloud Functions' default), so the ent
 
 from __future__ import annotations
 
+import gc
+
 import functions_framework
 from cloudevents.http import CloudEvent
 
-from shared import logs
-from shared.handlers.dispatch import dispatch_event
+# No garbage collection while the library loads: what it creates (modules, classes, the
+# functions dataclasses generate) lives as long as the instance, so the collections its
+# allocations would trigger find nothing to free (none, measured), yet on a cold start they cost
+# about 3 ms (one of them scans everything functions-framework loaded before). Frozen, those
+# objects are never scanned again, so re-enabling the collector does not pay the same scan on
+# the first event instead.
+gc.disable()
+try:
+    from shared import logs
+    from shared.handlers.dispatch import dispatch_event
+finally:
+    gc.freeze()
+    gc.enable()
 
 logs.configure()
 

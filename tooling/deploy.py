@@ -46,13 +46,14 @@ def add_deploy_plan(commands: argparse._SubParsersAction) -> None:
 
 
 def _run_deploy_plan(args: argparse.Namespace) -> int:
-    import yaml
-
     from tooling import deployplan
 
     if args.tfvars is not None and args.config.startswith("gs://"):
-        # The Terraform variables name the config's file and the files it references, to upload.
-        fail("deploy-plan", "--tfvars needs a local config file (it uploads it): copy it here")
+        # A deployment ships the config in its bundle (deploy/bundle.py --config), from a file.
+        fail(
+            "deploy-plan",
+            "--tfvars needs a local config file (the bundle ships it): copy it here",
+        )
         return EXIT_USAGE
     config = load_config_or_report(args.config, "deploy-plan", as_json=args.json)
     if config is None:
@@ -65,14 +66,7 @@ def _run_deploy_plan(args: argparse.Namespace) -> int:
     if not plan.deployable:
         return EXIT_PROBLEMS
     if args.tfvars is not None:
-        config_file = Path(args.config)
-        raw = yaml.safe_load(config_file.read_text(encoding="utf-8"))
-        variables = deployplan.tfvars(
-            plan,
-            config_file=config_file,
-            source_zip=args.source_zip,
-            extra_files=deployplan.referenced_files(raw),
-        )
+        variables = deployplan.tfvars(plan, source_zip=args.source_zip)
         args.tfvars.write_text(json.dumps(variables, indent=2) + "\n", encoding="utf-8")
         print(f"Terraform variables written to {args.tfvars}", file=sys.stderr)
     return EXIT_OK

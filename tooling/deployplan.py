@@ -24,7 +24,6 @@ DEFAULT_PREFIX: Final = "vd"
 RECONCILE_CRON: Final = "* * * * *"
 DEAD_LETTER_ATTEMPTS: Final = 10
 STORAGE_FINALIZED: Final = "google.cloud.storage.object.v1.finalized"
-TEMPLATE_FILE_KEYS: Final = ("gcloud_config", "rest_body")
 
 
 @dataclass(frozen=True)
@@ -302,7 +301,6 @@ def _service_accounts(
     buckets: Sequence[str],
     trainers: Sequence[str],
 ) -> tuple[ServiceAccountPlan, ...]:
-    config_bucket = f"{config.project}-{prefix}-config"
     accounts = []
     for spec in FUNCTIONS:
         grants = [Grant(role, "project") for role in spec.project_roles]
@@ -311,7 +309,6 @@ def _service_accounts(
             for role in spec.publishes
             if role in topics
         ]
-        grants.append(Grant("roles/storage.objectViewer", f"bucket {config_bucket}"))
         if spec.reads_datasets:
             grants += [Grant("roles/storage.objectViewer", f"bucket {b}") for b in buckets]
         if spec.acts_as_training_accounts:
@@ -357,33 +354,17 @@ def _service_accounts(
     return tuple(accounts)
 
 
-def referenced_files(config_text: Mapping[str, Any]) -> list[str]:
-    """Relative paths of the files the config's templates refer to (uploaded beside it)."""
-    templates = config_text.get("templates")
-    if not isinstance(templates, Mapping):
-        return []
-    paths = {
-        value
-        for template in templates.values()
-        if isinstance(template, Mapping)
-        for key in TEMPLATE_FILE_KEYS
-        if isinstance(value := template.get(key), str) and not value.startswith("gs://")
-    }
-    return sorted(paths)
+def tfvars(plan: DeployPlan, *, source_zip: Path) -> dict[str, Any]:
+    """The example root's variables for this plan; paths absolute (Terraform runs elsewhere).
 
-
-def tfvars(
-    plan: DeployPlan, *, config_file: Path, source_zip: Path, extra_files: Sequence[str] = ()
-) -> dict[str, Any]:
-    """The example root's variables for this plan; paths absolute (Terraform runs elsewhere)."""
-    config_dir = config_file.resolve().parent
+    The config itself is not one of them: it ships in the bundle ``source_zip`` names
+    (``deploy/bundle.py --config``), which the functions read it from.
+    """
     variables: dict[str, Any] = {
         "project_id": plan.project,
         "region": plan.region,
         "name_prefix": plan.prefix,
         "source_zip": str(source_zip.resolve()),
-        "config_file": str(config_file.resolve()),
-        "config_extra_files": {name: str(config_dir / name) for name in extra_files},
         "requests_topic": plan.topics.get("requests"),
         "alerts_topic": plan.topics["alerts"],
         "job_events_topic": plan.topics["job-events"],
@@ -417,8 +398,9 @@ def plan_text(plan: DeployPlan) -> str:
     for account in plan.service_accounts:
         lines.append(f"  {account.email} ({account.purpose})")
         lines += [f"    {grant.role} on {grant.resource}" for grant in account.grants]
-    lines += ["", "also: source and config buckets, the (default) Firestore database, the APIs,"]
-    lines += ["      the ml_job log sink to job-events, a log-based alert policy on ERROR lines"]
+    lines += ["", "also: the source bucket (the bundle, with the config in it), the (default)"]
+    lines += ["      Firestore database, the APIs, the ml_job log sink to job-events, a log-based"]
+    lines += ["      alert policy on ERROR lines"]
     if plan.notes:
         lines += ["", "notes:", *(f"  - {note}" for note in plan.notes)]
     if plan.problems:

@@ -43,6 +43,11 @@ def test_smoke_run_prints_the_table_and_writes_the_json(tmp_path: Path) -> None:
     assert bundle_shared.parts[-3:] == ("vertex-dispatch", "shared", "__init__.py")
     assert not bundle_shared.is_relative_to(REPO_ROOT)
     assert sample["root_modules_without_bytecode"] == []
+    # With the config the bundle ships, as deployed: JSON, read without PyYAML.
+    assert results["source_roots"]["vertex-dispatch"]["env"] == {
+        "VERTEX_DISPATCH_CONFIG": "config/config.json"
+    }
+    assert sample["pyyaml_imported"] is False
     assert results["source_roots"]["vertex-dispatch"]["pyc_files"] > 40
     assert results["source_roots"]["floor"]["pyc_files"] == 1
     assert len(results["table"]) == len(lines) - 2

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from conftest import REPO_ROOT
 
 from bench import coldstart
@@ -45,6 +46,16 @@ def test_ours_is_the_bundle_with_its_bytecode(roots: dict[str, SourceRoot]) -> N
     assert ours.libraries == ("shared",)
 
 
+def test_ours_reads_the_config_shipped_in_the_bundle(roots: dict[str, SourceRoot]) -> None:
+    # As deploy/deploy.sh builds it and Terraform points at it: bench/dispatch-config.yaml,
+    # validated and written as JSON, read by a path relative to the root.
+    ours = roots[Subject.OURS]
+    assert ours.env == {"VERTEX_DISPATCH_CONFIG": "config/config.json"}
+    shipped = json.loads((ours.directory / "config" / "config.json").read_text(encoding="utf-8"))
+    assert shipped == yaml.safe_load(CONFIG.read_text(encoding="utf-8"))
+    assert roots[Subject.FLOOR].env == {}
+
+
 def test_the_floor_is_its_module_as_main_with_bytecode(roots: dict[str, SourceRoot]) -> None:
     floor = roots[Subject.FLOOR]
     assert (floor.directory / "main.py").read_bytes() == (
@@ -72,6 +83,7 @@ def test_the_child_imports_main_and_shared_from_the_root_and_its_bytecode(
         assert int(str(result["root_modules"])) > 10  # the unmatched path's shared modules
     assert result["root_modules_without_bytecode"] == []
     assert result["cloud_clients_imported"] == []
+    assert result["pyyaml_imported"] is False  # the bundle's config is JSON
 
 
 def test_a_shared_found_outside_the_root_fails_the_sample_loudly(tmp_path: Path) -> None:

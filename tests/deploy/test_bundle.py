@@ -1,23 +1,29 @@
 """The source bundle (deploy/bundle.py): built from the repo, it holds what Cloud Functions
-needs, pins the runtime dependencies, zips reproducibly, and, served by functions-framework,
-answers a real-shaped event. The fresh-virtualenv variant installs requirements.txt from PyPI
-(about a minute) and is marked slow."""
+needs, the validated config as JSON (read without PyYAML), pins the runtime dependencies, zips
+reproducibly, and, served by functions-framework, answers a real-shaped event. A broken config
+builds no bundle. The fresh-virtualenv variant installs requirements.txt from PyPI (about a
+minute) and is marked slow."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
 import urllib.request
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 from bundle_test_support import CONFIG, REPO, bundle_module
+
+from shared.adapters.config_source import load_config
 
 RUNTIME_DEPENDENCIES = (
     "functions-framework",
@@ -52,10 +58,15 @@ UNROUTED_OBJECT_EVENT = {
 }
 
 
+# The environment Terraform gives every function (functions.tf): the config by its path in the
+# bundle, relative to the source root, the function's working directory.
+DEPLOYED_ENV = {"VERTEX_DISPATCH_CONFIG": bundle_module.BUNDLED_CONFIG, "PYTHONPATH": ""}
+
+
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory):
     out = tmp_path_factory.mktemp("bundle")
-    return bundle_module.build_bundle(out / "source", zip_path=out / "source.zip")
+    return bundle_module.build_bundle(out / "source", zip_path=out / "source.zip", config=CONFIG)
 
 
 def test_entry_module_is_functions_main(built) -> None:
@@ -104,6 +115,136 @@ def test_zip_is_reproducible(built, tmp_path: Path) -> None:
     assert again.read_bytes() == built.zip_path.read_bytes()
 
 
+def test_the_config_ships_as_json_with_the_files_its_templates_read(built) -> None:
+    assert built.config.path == "config/config.json"
+    bundled = built.directory / built.config.path
+    assert json.loads(bundled.read_text(encoding="utf-8")) == yaml.safe_load(
+        CONFIG.read_text(encoding="utf-8")
+    )
+    # At the same path relative to the config as beside the original, as JSON too.
+    references = ["templates/dws-gcloud-config.yaml", "templates/dws-rest-body.json"]
+    assert built.config.files == tuple(f"config/{name}" for name in references)
+    for name in references:
+        original = yaml.safe_load((CONFIG.parent / name).read_text(encoding="utf-8"))
+        assert json.loads((bundled.parent / name).read_text(encoding="utf-8")) == original
+    assert built.config.remote == ()
+    with zipfile.ZipFile(built.zip_path) as archive:
+        assert {"config/config.json", *built.config.files} <= set(archive.namelist())
+
+
+def test_the_bundled_config_is_the_validated_one(built) -> None:
+    from dataclasses import replace
+
+    bundled = load_config(str(built.directory / built.config.path))
+    assert replace(bundled, source=str(CONFIG)) == load_config(str(CONFIG))
+
+
+def test_the_function_reads_the_bundled_config_without_pyyaml(built) -> None:
+    # A fresh interpreter in the source root, with the environment Terraform sets.
+    code = (
+        "import sys\n"
+        "import main\n"
+        "from shared.adapters.config_source import config_from_env\n"
+        "config = config_from_env()\n"
+        "print(config.source, len(config.templates), 'yaml' in sys.modules)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=built.directory,
+        env={**os.environ, **DEPLOYED_ENV},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    source, templates, yaml_imported = result.stdout.split()
+    assert source == "config/config.json"
+    assert int(templates) == len(load_config(str(CONFIG)).templates)
+    assert yaml_imported == "False"
+
+
+def test_the_entry_module_loads_the_library_without_collecting_and_leaves_gc_on(built) -> None:
+    # functions/main.py freezes what the library creates at load (it lives as long as the
+    # instance) instead of letting collections scan it: the collector must be on afterwards.
+    code = (
+        "import gc, json\n"
+        "import functions_framework  # loaded first, as on Cloud Functions: it loads main\n"
+        "gc.collect()\n"
+        "collections = []\n"
+        "gc.callbacks.append(lambda phase, info: collections.append(phase))\n"
+        "import main\n"
+        "print(json.dumps([gc.isenabled(), gc.get_freeze_count(), len(collections)]))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=built.directory,
+        env={**os.environ, **DEPLOYED_ENV},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    enabled, frozen, collections = json.loads(result.stdout)
+    assert enabled is True
+    assert frozen > 1000  # the library's modules, classes and functions
+    assert collections == 0
+
+
+def test_without_a_config_the_bundle_ships_none(tmp_path: Path) -> None:
+    bundle = bundle_module.build_bundle(tmp_path / "source", bytecode=False)
+    assert bundle.config is None
+    assert not (tmp_path / "source" / "config").exists()
+
+
+def _broken_copy(directory: Path) -> Path:
+    """examples/config.yaml with one broken value, beside the files its templates read."""
+    shutil.copytree(CONFIG.parent / "templates", directory / "templates")
+    broken = directory / "config.yaml"
+    text = CONFIG.read_text(encoding="utf-8")
+    broken.write_text(text.replace("region: us-central1", "region: moon-base-1", 1))
+    return broken
+
+
+def test_a_broken_config_builds_no_bundle_and_says_what_the_loader_says(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    broken = _broken_copy(tmp_path)
+    with pytest.raises(Exception) as loading:
+        load_config(str(broken))
+    out = tmp_path / "bundle"
+    out.mkdir()
+    (out / "previous").write_text("a bundle built earlier stays as it was")
+    with pytest.raises(bundle_module.BundleError) as building:
+        bundle_module.build_bundle(out, config=broken)
+    assert str(building.value) == str(loading.value)
+    assert "region" in str(building.value)
+    assert [p.name for p in out.iterdir()] == ["previous"]
+    status = bundle_module.main(["--out", str(out), "--config", str(broken)])
+    assert status == 1
+    assert capsys.readouterr().err == f"bundle: error: {loading.value}\n"
+
+
+@pytest.mark.parametrize(
+    ("reference", "problem"),
+    [
+        ("../outside.yaml", "not beside or below the config"),
+        ("config.json", "the name the bundle gives the config itself"),
+    ],
+)
+def test_a_file_the_bundle_cannot_place_builds_no_bundle(
+    tmp_path: Path, reference: str, problem: str
+) -> None:
+    config_dir = tmp_path / "configs"
+    config_dir.mkdir()
+    spec = (CONFIG.parent / "templates" / "dws-rest-body.json").read_text(encoding="utf-8")
+    (config_dir / reference).write_text(spec, encoding="utf-8")
+    text = CONFIG.read_text(encoding="utf-8").replace("templates/dws-rest-body.json", reference)
+    shutil.copytree(CONFIG.parent / "templates", config_dir / "templates")
+    config = config_dir / "config.yaml"
+    config.write_text(text, encoding="utf-8")
+    load_config(str(config))  # a valid config: only its layout cannot be bundled
+    with pytest.raises(bundle_module.BundleError, match=problem):
+        bundle_module.build_bundle(tmp_path / "bundle", config=config, bytecode=False)
+
+
 def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -117,7 +258,7 @@ def serve(built) -> Iterator:
 
     def start(python: Path, target: str) -> str:
         port = _free_port()
-        env = {**os.environ, "VERTEX_DISPATCH_CONFIG": str(CONFIG), "PYTHONPATH": ""}
+        env = {**os.environ, **DEPLOYED_ENV}
         process = subprocess.Popen(
             [str(python), "-m", "functions_framework", "--target", target, "--port", str(port)],
             cwd=built.directory,
@@ -159,7 +300,7 @@ def _bundle_imports_its_own_shared(python: Path, directory: Path) -> str:
     result = subprocess.run(
         [str(python), "-c", "import main, shared; print(shared.__file__)"],
         cwd=directory,
-        env={**os.environ, "VERTEX_DISPATCH_CONFIG": str(CONFIG)},
+        env={**os.environ, **DEPLOYED_ENV},
         capture_output=True,
         text=True,
         check=True,

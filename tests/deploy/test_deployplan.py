@@ -101,27 +101,20 @@ def test_tfvars_fill_every_variable_of_the_example_root(config: Config, tmp_path
         for name in block
     }
     variables = deployplan.tfvars(
-        deployplan.deploy_plan(config),
-        config_file=EXAMPLE_CONFIG,
-        source_zip=tmp_path / "source.zip",
-        extra_files=["templates/dws-rest-body.json"],
+        deployplan.deploy_plan(config), source_zip=tmp_path / "source.zip"
     )
-    assert {name.strip('"') for name in declared} - set(variables) == {
-        "alert_notification_channels"
-    }
-    assert Path(variables["config_extra_files"]["templates/dws-rest-body.json"]).is_file()
+    declared = {name.strip('"') for name in declared}
+    assert declared - set(variables) == {"alert_notification_channels"}
+    assert set(variables) <= declared
     assert variables["schedules"] == [{"name": "weekly-dws-check", "cron": "0 6 * * 1"}]
 
 
-def test_referenced_files_are_the_templates_local_files() -> None:
-    raw = {
-        "templates": {
-            "a": {"gcloud_config": "templates/a.yaml"},
-            "b": {"rest_body": "gs://bucket/b.json"},
-            "c": {"worker_pools": []},
-        }
-    }
-    assert deployplan.referenced_files(raw) == ["templates/a.yaml"]
+def test_no_function_reads_a_config_bucket(config: Config) -> None:
+    # The config ships in the bundle (deploy/bundle.py --config): no bucket holds it.
+    plan = deployplan.deploy_plan(config)
+    resources = {grant.resource for a in plan.service_accounts for grant in a.grants}
+    assert not any(resource.endswith("-config") for resource in resources)
+    assert "config bucket" not in deployplan.plan_text(plan)
 
 
 @pytest.mark.parametrize(

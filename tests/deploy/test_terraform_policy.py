@@ -255,3 +255,24 @@ def test_every_function_build_keeps_bytecode_valid() -> None:
     text = (MODULE / "functions.tf").read_text(encoding="utf-8")
     assert 'SOURCE_DATE_EPOCH = "' in text
     assert text.count("environment_variables = local.build_config.environment") == 2
+
+
+def test_functions_read_the_config_the_bundle_ships() -> None:
+    """VERTEX_DISPATCH_CONFIG names the config inside the source bundle (deploy/bundle.py
+    --config), relative to the source root: no Cloud Storage read on a cold start."""
+    from bundle_test_support import bundle_module
+
+    assert _locals()["function_environment"]["VERTEX_DISPATCH_CONFIG"] == "${local.config_path}"
+    assert _locals()["config_path"] == bundle_module.BUNDLED_CONFIG
+    text = (MODULE / "functions.tf").read_text(encoding="utf-8")
+    assert text.count("environment_variables          = local.function_environment") == 2
+    # Nothing else holds the config: no config bucket, object or grant on one.
+    assert set(_resources("google_storage_bucket")) == {"source", "dataset"}
+    assert set(_resources("google_storage_bucket_object")) == {"source"}
+    assert "function_reads_config" not in _resources("google_storage_bucket_iam_member")
+    assert not any("var.config_file" in s for s in _strings(_module()))
+
+
+def test_deploy_script_ships_its_config_in_the_bundle() -> None:
+    script = (REPO / "deploy" / "deploy.sh").read_text(encoding="utf-8")
+    assert '.venv/bin/python deploy/bundle.py --config "$config" --zip "$SOURCE_ZIP"' in script

@@ -1,7 +1,7 @@
 # Example root: deploys vertex-dispatch for one config into one project.
 #
 #   vertex-dispatch deploy-plan --config my-config.yaml --tfvars config.auto.tfvars.json
-#   python deploy/bundle.py --zip build/vertex-dispatch-source.zip
+#   python deploy/bundle.py --config my-config.yaml --zip build/vertex-dispatch-source.zip
 #   terraform -chdir=deploy/terraform/example init
 #   terraform -chdir=deploy/terraform/example apply
 #
@@ -30,9 +30,7 @@ module "vertex_dispatch" {
   region      = var.region
   name_prefix = var.name_prefix
 
-  source_zip         = var.source_zip
-  config_file        = var.config_file
-  config_extra_files = var.config_extra_files
+  source_zip = var.source_zip
 
   requests_topic    = var.requests_topic
   alerts_topic      = var.alerts_topic
@@ -54,6 +52,6 @@ output "service_accounts" {
   value = module.vertex_dispatch.service_accounts
 }
 
-output "config_uri" {
-  value = module.vertex_dispatch.config_uri
+output "config_path" {
+  value = module.vertex_dispatch.config_path
 }

@@ -18,15 +18,6 @@ variable "source_zip" {
   type = string
 }
 
-variable "config_file" {
-  type = string
-}
-
-variable "config_extra_files" {
-  type    = map(string)
-  default = {}
-}
-
 variable "requests_topic" {
   type = string
 }

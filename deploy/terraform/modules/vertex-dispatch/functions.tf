@@ -7,12 +7,13 @@
 
 locals {
   function_environment = {
-    VERTEX_DISPATCH_CONFIG = local.config_uri
-    # A changed config must reach every instance: the config is loaded once per instance, so a
-    # new value here rolls out a new revision.
-    VERTEX_DISPATCH_CONFIG_MD5 = filemd5(var.config_file)
-    GOOGLE_CLOUD_PROJECT       = var.project_id
-    LOG_EXECUTION_ID           = "true"
+    # The config ships in the source bundle (deploy/bundle.py --config) and is read from there,
+    # relative to the source root, which is a function's working directory: a cold instance
+    # reads no Cloud Storage object and imports no PyYAML. A changed config is a new bundle, a
+    # new source object, so a new revision of every function.
+    VERTEX_DISPATCH_CONFIG = local.config_path
+    GOOGLE_CLOUD_PROJECT   = var.project_id
+    LOG_EXECUTION_ID       = "true"
   }
 
   build_config = {

@@ -30,14 +30,6 @@ resource "google_pubsub_topic_iam_member" "function_publishes" {
   member  = google_service_account.function[each.value.function].member
 }
 
-resource "google_storage_bucket_iam_member" "function_reads_config" {
-  for_each = local.functions
-
-  bucket = google_storage_bucket.config.name
-  role   = "roles/storage.objectViewer"
-  member = google_service_account.function[each.key].member
-}
-
 resource "google_storage_bucket_iam_member" "function_reads_dataset" {
   for_each = local.dataset_reader_grants
 

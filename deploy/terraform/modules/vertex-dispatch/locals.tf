@@ -90,8 +90,9 @@ locals {
     ]) : "${pair.function}/${pair.bucket}" => pair
   }
 
-  config_object  = "config/${basename(var.config_file)}"
-  config_uri     = "gs://${google_storage_bucket.config.name}/${local.config_object}"
+  # Where deploy/bundle.py puts the config in the bundle (its BUNDLED_CONFIG), relative to the
+  # source root; tests/deploy checks that the two agree.
+  config_path    = "config/config.json"
   pubsub_agent   = "serviceAccount:service-${data.google_project.this.number}@gcp-sa-pubsub.iam.gserviceaccount.com"
   function_names = { for name, _ in local.functions : name => "${var.name_prefix}-${name}" }
 }

@@ -16,7 +16,7 @@ output "topics" {
   value       = { for role, topic in google_pubsub_topic.topics : role => topic.id }
 }
 
-output "config_uri" {
-  description = "Where the functions read their config (VERTEX_DISPATCH_CONFIG)."
-  value       = local.config_uri
+output "config_path" {
+  description = "Where the functions read their config (VERTEX_DISPATCH_CONFIG): a path in the source bundle."
+  value       = local.config_path
 }

@@ -1,4 +1,4 @@
-# Buckets: the functions' source, the config (and the files it refers to), and optionally the
+# Buckets: the functions' source (which holds the config, see functions.tf), and optionally the
 # dataset buckets the gcs routes watch. None is public.
 
 resource "google_storage_bucket" "source" {
@@ -7,20 +7,6 @@ resource "google_storage_bucket" "source" {
   location                    = var.region
   uniform_bucket_level_access = true
   public_access_prevention    = "enforced"
-
-  depends_on = [google_project_service.enabled]
-}
-
-resource "google_storage_bucket" "config" {
-  project                     = var.project_id
-  name                        = "${var.project_id}-${var.name_prefix}-config"
-  location                    = var.region
-  uniform_bucket_level_access = true
-  public_access_prevention    = "enforced"
-
-  versioning {
-    enabled = true # a bad config edit can be rolled back to the previous generation
-  }
 
   depends_on = [google_project_service.enabled]
 }
@@ -40,19 +26,4 @@ resource "google_storage_bucket_object" "source" {
   bucket = google_storage_bucket.source.name
   name   = "source/${filemd5(var.source_zip)}.zip"
   source = var.source_zip
-}
-
-resource "google_storage_bucket_object" "config" {
-  bucket = google_storage_bucket.config.name
-  name   = local.config_object
-  source = var.config_file
-}
-
-# Files a template refers to are read relative to the config, so they sit beside it.
-resource "google_storage_bucket_object" "config_extra" {
-  for_each = var.config_extra_files
-
-  bucket = google_storage_bucket.config.name
-  name   = "config/${each.key}"
-  source = each.value
 }

@@ -24,19 +24,8 @@ variable "name_prefix" {
 }
 
 variable "source_zip" {
-  description = "The function source bundle: `python deploy/bundle.py --zip FILE` builds it."
+  description = "The function source bundle, with the config in it: `python deploy/bundle.py --config CONFIG --zip FILE` builds it."
   type        = string
-}
-
-variable "config_file" {
-  description = "The vertex-dispatch YAML config; uploaded and named by VERTEX_DISPATCH_CONFIG."
-  type        = string
-}
-
-variable "config_extra_files" {
-  description = "Files the config refers to (gcloud_config, rest_body): path relative to the config -> local path."
-  type        = map(string)
-  default     = {}
 }
 
 variable "requests_topic" {
