@@ -1,4 +1,4 @@
-"""``python -m bench``: run every measurement of issue 7, print one table, write the raw JSON.
+"""``python -m bench``: run every measurement, print one table, write the raw JSON.
 
 Builds the function's bundle once (``deploy/bundle.py``, bytecode and config included, as
 ``deploy/deploy.sh`` builds it) and runs every cold start from it, as deployed (see

@@ -1,4 +1,4 @@
-"""The benchmark's one table: every figure against its target (issue 7), from the raw results.
+"""The benchmark's one table: every figure against its target, from the raw results.
 
 Pure functions over the raw-results dict that ``bench.__main__`` also writes as JSON, so the
 table can be rebuilt from a saved run and tested without running anything. A section missing
@@ -16,8 +16,8 @@ from typing import Any
 FLOOR, OURS, BASELINE = "floor", "vertex-dispatch", "baseline"
 UNMATCHED, SUBMIT, JOB_STATE = "unmatched", "submit", "job_state"
 
-UNMATCHED_TIME_VS_FLOOR_MAX = 1.25  # (1a) time within 1.25x the floor, as deployed (issue 17)
-UNMATCHED_RSS_VS_FLOOR_MAX = 1.5  # (1a) memory within 1.5x the floor (issue 7)
+UNMATCHED_TIME_VS_FLOOR_MAX = 1.25  # (1a) time within 1.25x the floor, as deployed
+UNMATCHED_RSS_VS_FLOOR_MAX = 1.5  # (1a) memory within 1.5x the floor
 SUBMIT_TIME_VS_BASELINE_MAX = 0.5  # (1b) under half the baseline's time
 SUBMIT_RSS_VS_BASELINE_MAX = 0.7  # (1b) under 70% of its memory
 LEDGER_ROUND_TRIPS_MAX = 3
