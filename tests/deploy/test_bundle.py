@@ -139,6 +139,19 @@ def test_the_bundled_config_is_the_validated_one(built) -> None:
     assert replace(bundled, source=str(CONFIG)) == load_config(str(CONFIG))
 
 
+def _run_in_deployed_source(source_root: Path, code: str) -> str:
+    """What ``code`` prints in a fresh interpreter in the source root, with the environment
+    Terraform sets."""
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=source_root,
+        env={**os.environ, **DEPLOYED_ENV},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+
+
 def test_the_function_reads_the_bundled_config_without_pyyaml(built) -> None:
     # A fresh interpreter in the source root, with the environment Terraform sets.
     code = (
@@ -148,15 +161,8 @@ def test_the_function_reads_the_bundled_config_without_pyyaml(built) -> None:
         "config = config_from_env()\n"
         "print(config.source, len(config.templates), 'yaml' in sys.modules)\n"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=built.directory,
-        env={**os.environ, **DEPLOYED_ENV},
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    source, templates, yaml_imported = result.stdout.split()
+    stdout = _run_in_deployed_source(built.directory, code)
+    source, templates, yaml_imported = stdout.split()
     assert source == "config/config.json"
     assert int(templates) == len(load_config(str(CONFIG)).templates)
     assert yaml_imported == "False"
@@ -174,15 +180,8 @@ def test_the_entry_module_loads_the_library_without_collecting_and_leaves_gc_on(
         "import main\n"
         "print(json.dumps([gc.isenabled(), gc.get_freeze_count(), len(collections)]))\n"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=built.directory,
-        env={**os.environ, **DEPLOYED_ENV},
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    enabled, frozen, collections = json.loads(result.stdout)
+    stdout = _run_in_deployed_source(built.directory, code)
+    enabled, frozen, collections = json.loads(stdout)
     assert enabled is True
     assert frozen > 1000  # the library's modules, classes and functions
     assert collections == 0
