@@ -259,7 +259,7 @@ def classify_job(job: aiplatform_v1.CustomJob, run: Run, attempt: Attempt | None
     the attempt's recorded placement (before the job's own), and whether we asked for the job's
     cancel (an operator or the watchdog: then its end is our cancel, not an expiry)."""
     from shared.policy.classify import classify
-    from shared.policy.reconcile_plan import flex_start_max_wait
+    from shared.policy.max_wait import flex_start_max_wait
 
     return classify(
         job,

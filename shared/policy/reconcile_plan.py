@@ -12,15 +12,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from shared.aiplatform import CustomJob, Scheduling
-from shared.config.durations import parse_duration
+from shared.aiplatform import CustomJob
 from shared.config.model import Template
 from shared.model.jobstates import WAITING_STATES, is_terminal
 from shared.model.runs import LIVE_STATUSES, Attempt, Run, RunStatus, is_older_news
 from shared.policy import jobspec
 from shared.policy.due_retries import DueRetry, RetryCause, due_retry
+from shared.policy.max_wait import flex_start_max_wait
 from shared.policy.timing import (
-    FLEX_START_DEFAULT_MAX_WAIT,
     LIST_WINDOW_MARGIN,
     STUCK_INTENT_ALERT_AFTER,
 )
@@ -170,44 +169,3 @@ def _overdue_wait(
     if waited <= limit:
         return None
     return OverdueWait(run_id, job.name, job.state.name, waited, limit)
-
-
-def flex_start_max_wait(job: CustomJob, attempt: Attempt | None = None) -> timedelta | None:
-    """How long a FLEX_START job may wait for machines; None when it is not bounded.
-
-    The placement the ledger recorded for ``attempt`` (what we asked for) comes first; the
-    listed job only when the attempt has no readable placement (an older record). The job
-    alone is not to be trusted for "wait forever": a zero Duration is the proto default, which
-    a service may drop from its answer or fill with its own default of one day, and then the
-    watchdog would cancel a job meant to wait forever after a day.
-    """
-    known, recorded = _recorded_max_wait(attempt)
-    if known:
-        return recorded
-    scheduling = job.job_spec.scheduling
-    if scheduling.strategy != Scheduling.Strategy.FLEX_START:
-        return None  # a persistent resource's queue has no max wait of its own
-    if "max_wait_duration" not in scheduling:
-        return FLEX_START_DEFAULT_MAX_WAIT
-    max_wait: timedelta = scheduling.max_wait_duration
-    return max_wait if max_wait > timedelta(0) else None  # 0 waits forever
-
-
-def _recorded_max_wait(attempt: Attempt | None) -> tuple[bool, timedelta | None]:
-    """(whether the ledger says, the max wait) of ``attempt``'s recorded placement
-    (``shared.policy.records.placement_record``: ``{"flex_start": {"max_wait": "7200s", ...}}`` or
-    ``{"persistent_resource": ...}``); the max wait is None when it waits forever ("0s") or the
-    placement is not FLEX_START."""
-    placement = attempt.placement if attempt is not None else None
-    if not placement:
-        return False, None
-    if "persistent_resource" in placement:
-        return True, None
-    flex = placement.get("flex_start")
-    if not isinstance(flex, Mapping) or "max_wait" not in flex:
-        return False, None
-    try:
-        max_wait = parse_duration(flex["max_wait"])
-    except ValueError:
-        return False, None
-    return True, (max_wait if max_wait > timedelta(0) else None)  # 0 waits forever

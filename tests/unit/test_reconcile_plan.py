@@ -25,13 +25,13 @@ from run_builders import (
 from shared.adapters.ledger import INTENT_STATE, Attempt, RetryPlan, Run, RunStatus
 from shared.config.model import FlexStartPlacement, PersistentResourcePlacement, Template
 from shared.policy.due_retries import DueRetry, RetryCause
+from shared.policy.max_wait import flex_start_max_wait
 from shared.policy.reconcile_plan import (
     Listing,
     OverdueWait,
     StateChange,
     StuckIntent,
     TickPlan,
-    flex_start_max_wait,
     list_filter,
     plan_listings,
     plan_tick,
