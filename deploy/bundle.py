@@ -347,14 +347,14 @@ _BARE_EXPONENT = re.compile(r'"(?:[^"\\]|\\.)*"|(?<![\d.])(-?\d+)(e[-+]\d+)')
 def _as_json(document: object, name: str) -> str:
     """``document`` as JSON text that ``parse_json_object`` reads back equal to it; otherwise
     ``BundleError`` naming ``name``."""
-    from shared.config.yamlfile import parse_json_object
+    from shared.config.yamlfile import parse_json_object, yaml_reads_as_itself
 
     try:
         text = json.dumps(document, indent=1, ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as error:  # a date, a set, NaN: not JSON
         raise BundleError(f"{name} cannot be written as JSON: {error}") from None
     # Characters the reader leaves to YAML (line breaks, controls) go as escapes, read the same.
-    text = "".join(c if _plain_in_json(c) else f"\\u{ord(c):04x}" for c in text)
+    text = "".join(c if yaml_reads_as_itself(c) else f"\\u{ord(c):04x}" for c in text)
     text = _BARE_EXPONENT.sub(lambda m: m[0] if m[1] is None else f"{m[1]}.0{m[2]}", text)
     if parse_json_object(text) != document:
         raise BundleError(
@@ -362,15 +362,6 @@ def _as_json(document: object, name: str) -> str:
             "JSON and YAML read differently); write it in plain YAML types"
         )
     return text + "\n"
-
-
-def _plain_in_json(character: str) -> bool:
-    code = ord(character)
-    if code < 0x80:
-        return code != 0x7F
-    return (
-        0xA0 <= code <= 0xD7FF or 0xE000 <= code <= 0xFFFD or code >= 0x10000
-    ) and character not in "\x85\u2028\u2029\ufeff"
 
 
 def write_config(config: ConfigToShip, out_dir: Path) -> BundledConfig:

@@ -55,7 +55,7 @@ def parse_json_object(text: str) -> dict[str, Any] | None:
         return None
     if any(character in text for character in _NOT_JSON_WHITESPACE):
         return None
-    if not text.isascii() and not all(map(_yaml_reads_as_itself, set(text))):
+    if not text.isascii() and not all(map(yaml_reads_as_itself, set(text))):
         return None
     if ("\\ud" in text or "\\uD" in text) and re.search(_SURROGATE_ESCAPE, text):
         return None
@@ -71,7 +71,7 @@ def parse_json_object(text: str) -> dict[str, Any] | None:
     return document if isinstance(document, dict) else None
 
 
-def _yaml_reads_as_itself(character: str) -> bool:
+def yaml_reads_as_itself(character: str) -> bool:
     """A character PyYAML's reader accepts in a document (``Reader.NON_PRINTABLE``) and does not
     take as a line break; not the byte-order mark."""
     code = ord(character)
