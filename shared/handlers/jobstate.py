@@ -414,9 +414,8 @@ def log_first_running(
     from shared.policy.records import placement_kind
 
     recorded = after.run.attempt(before.number)
-    if before.state == JobStateName.RUNNING or recorded is None:
-        return
-    if recorded.state != JobStateName.RUNNING:
+    first = before.state != JobStateName.RUNNING
+    if not first or recorded is None or recorded.state != JobStateName.RUNNING:
         return
     created, started = job.create_time or before.intent_at, job.start_time or now
     log(
