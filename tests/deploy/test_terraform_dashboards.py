@@ -227,6 +227,19 @@ def test_distribution_charts_align_by_delta_and_counters_by_sum() -> None:
         assert aligner == ("ALIGN_DELTA" if metric.value_type == "DISTRIBUTION" else "ALIGN_SUM")
 
 
+def test_the_dashboard_json_is_a_monitoring_dashboard_message() -> None:
+    """The JSON reads as the Monitoring API's Dashboard, every key and enum value known to it
+    (``terraform validate`` cannot run here: the Google provider cannot be downloaded)."""
+    from google.cloud.monitoring_dashboard_v1.types import Dashboard
+
+    dashboard = Dashboard.from_json(json.dumps(_rendered_template()), ignore_unknown_fields=False)
+    charts = [tile.widget.xy_chart for tile in dashboard.mosaic_layout.tiles]
+    assert len(charts) == len(_chart_filters(_rendered_template())) == 10
+    assert all(chart.data_sets for chart in charts)
+    tiles = dashboard.mosaic_layout.tiles
+    assert all(t.x_pos + t.width <= dashboard.mosaic_layout.columns for t in tiles)
+
+
 def test_the_dashboard_is_gated_and_its_address_is_an_output() -> None:
     [dashboard] = resources("google_monitoring_dashboard").values()
     assert dashboard["count"] == "${var.enable_dashboard ? 1 : 0}"
