@@ -115,6 +115,16 @@ class LogMetric:
         return paths
 
 
+def has_json_type(value: Any, kind: type) -> bool:
+    """Whether ``value`` (as read back from JSON) is of the registry's type ``kind``: a ``float``
+    field may read back as an ``int`` (JSON has one number type); a bool is never a number."""
+    if isinstance(value, bool):
+        return kind is bool
+    if kind is float:
+        return isinstance(value, int | float)
+    return isinstance(value, kind)
+
+
 def lookup(entry: Mapping[str, Any], path: str) -> tuple[Any, bool]:
     """The value at a dotted ``path`` of ``entry``, and whether it is there."""
     found: Any = entry
