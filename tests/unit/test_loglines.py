@@ -20,11 +20,12 @@ import pytest
 from google.cloud.aiplatform_v1 import CustomJob
 from log_metrics import entry_of, has_json_type, lookup, module_metrics
 
+from shared.config.model import FlexStartPlacement, PersistentResourcePlacement, Placement
 from shared.handlers.jobstate import log_first_running
 from shared.logs import CloudLoggingFormatter
 from shared.model import loglines
 from shared.model.runs import Attempt, Run, RunSnapshot
-from shared.policy.records import placement_kind
+from shared.policy.records import placement_kind, placement_record
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
@@ -105,6 +106,19 @@ def test_no_log_call_copies_a_registry_message() -> None:
         if isinstance(call.args[2], ast.Constant) and call.args[2].value in messages
     ]
     assert copies == []
+
+
+@pytest.mark.parametrize(
+    ("placement", "kind"),
+    [
+        (FlexStartPlacement(max_wait=timedelta(hours=1)), "flex_start"),
+        (FlexStartPlacement(max_wait=timedelta(0), region="us-east4"), "flex_start"),
+        (PersistentResourcePlacement("a100-pool"), "persistent_resource"),
+        (PersistentResourcePlacement("a100-pool", region="europe-west4"), "persistent_resource"),
+    ],
+)
+def test_placement_kind_of_each_placement_as_recorded(placement: Placement, kind: str) -> None:
+    assert placement_kind(placement_record(placement)) == kind
 
 
 @pytest.mark.parametrize(
