@@ -5,7 +5,8 @@ retried, runs and fails again, and the run ends with an alert. Every line the co
 way is turned into the entry Cloud Run would make of it; then the registry
 (shared/model/loglines.py) is checked against those entries (every declared field there, with its
 type), and so is every log-based metric of the Terraform module (parsed from the HCL): it counts
-the lines it should, and its extractors read values of the types it declares.
+the lines it should, and its extractors read values of the types it declares. A second run is
+followed by reconcile ticks alone: the reconciler logs its job's first RUNNING once too.
 """
 
 from __future__ import annotations
@@ -25,10 +26,13 @@ from jobstate_test_support import (
 )
 from log_metrics import entry_of, has_json_type, lookup, module_metrics
 
+from emulator_stack import LOCAL_PROJECT
+from shared.adapters import clients
 from shared.adapters import vertex as vertex_api
-from shared.adapters.ledger import RunStatus
+from shared.adapters.ledger import Ledger, RunStatus
 from shared.handlers.dispatch import dispatch_event
 from shared.handlers.jobstate import JobStateOutcome, handle_job_event
+from shared.handlers.reconcile import reconcile
 from shared.handlers.services import Services
 from shared.logs import CloudLoggingFormatter
 from shared.model import loglines
@@ -150,3 +154,36 @@ def test_a_run_logs_every_line_the_metrics_read_with_its_fields(
     assert reasons == [AlertReason.RETRIES_EXHAUSTED.value]
     assert counted["function_errors"] == counted["alerts"]  # the alert is this run's one ERROR
     assert counted["hints_dropped"] == []  # every hint named our job and a new state
+
+
+def test_the_reconciler_logs_a_jobs_first_running_once(
+    fresh_name: Callable[[str], str],
+    services: Services,
+    vertex: VertexAdmin,
+    caught: pytest.LogCaptureFixture,
+) -> None:
+    """The reconciler records states through the same code as on_job_event: one "job running"
+    line for the attempt, however many ticks list the job RUNNING."""
+    # A ledger collection of its own: the ticks see this test's run only.
+    ledger = Ledger(clients.firestore_client(LOCAL_PROJECT), fresh_name("runs"))
+    isolated = Services(services.config, _ledger=ledger)
+    key = fresh_name("key")
+    the_run = run_id(request_run_key("unused", key))
+    dispatch_event(job_request(TEMPLATE, key), isolated)
+    vertex.advance(PROVISIONING + 30)
+
+    for _ in range(3):
+        reconcile(isolated, isolated.now())
+
+    snapshot = ledger.get_run(the_run)
+    assert snapshot is not None and snapshot.run.status is RunStatus.RUNNING
+    running = [
+        entry
+        for entry in _entries_of(caught, the_run)
+        if entry["jsonPayload"]["message"] == loglines.JOB_RUNNING_MESSAGE
+    ]
+    assert len(running) == 1
+    metric = module_metrics()["time_to_running"]
+    assert metric.matches(running[0])
+    assert 0 < metric.value_of(running[0]) <= PROVISIONING + 30
+    assert metric.labels_of(running[0]) == {"placement_kind": "flex_start", "region": "us-central1"}
