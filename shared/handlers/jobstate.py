@@ -41,6 +41,7 @@ from cloudevents.http import CloudEvent
 
 from shared.decode import hints
 from shared.logs import log
+from shared.model import loglines
 from shared.model.errors import MalformedEvent, PermanentError
 
 if TYPE_CHECKING:
@@ -197,6 +198,7 @@ def record_job_state(
             run_id, attempt_number, job.name, state, _error_of(job)
         )
         outcome = JobStateOutcome.RECORDED
+        log_first_running(attempt, snapshot, job, services.now())
     log(
         logger,
         logging.INFO,
@@ -311,31 +313,34 @@ def _decide_and_record(
     now = services.now()
     decision = decide(run, template, classification, now=now, rng=rng)
     attempt_number = run.last_attempt.number if run.last_attempt else 0
-    log(
-        logger,
-        logging.INFO,
-        "job decided",
-        labels=_labels(snapshot),
-        explanation=decision.explanation,
+    record = decision_record(
+        decision, classification, job, now, completes=services.config.completions_topic is not None
     )
-    return services.ledger.record_decision(
+    recorded = services.ledger.record_decision(
         snapshot,
         AttemptOutcome(
             attempt=attempt_number,
             job_name=job.name,
             state=classification.state,
             error=classification.error_record(),
-            decision=decision_record(
-                decision,
-                classification,
-                job,
-                now,
-                completes=services.config.completions_topic is not None,
-            ),
+            decision=record,
             status=decision.status,
             next_retry=decision.retry,
         ),
     )
+    # After the write, so that a delivery that lost the race logs nothing: one line per decision
+    # (the "runs ended by outcome" metric counts them; shared/model/loglines.py).
+    log(
+        logger,
+        logging.INFO,
+        loglines.JOB_DECIDED_MESSAGE,
+        labels=_labels(snapshot),
+        job=job.name,
+        outcome=record["outcome"],
+        run_status=decision.status.value,
+        explanation=decision.explanation,
+    )
+    return recorded
 
 
 def decision_record(
@@ -392,3 +397,34 @@ def _error_of(job: aiplatform_v1.CustomJob) -> Mapping[str, Any] | None:
 def _labels(snapshot: RunSnapshot) -> dict[str, str]:
     run = snapshot.run
     return {"run_id": run.run_id, "route": run.route, "template": run.template}
+
+
+def log_first_running(
+    before: Attempt, after: RunSnapshot, job: aiplatform_v1.CustomJob, now: datetime
+) -> None:
+    """Log the "job running" line (``shared.model.loglines.JOB_RUNNING``) when the write that
+    made ``after`` recorded the attempt's first RUNNING: the attempt was not RUNNING before and
+    is now. A later hint finds it recorded (UNCHANGED) and logs nothing; two deliveries of one
+    hint at the same moment may both log it (rare, and a distribution tolerates it).
+
+    ``time_to_running_s`` is the job's wait from its creation to its start, both as Vertex AI
+    records them (one clock); ``now`` and the attempt's intent stand in for a time not set.
+    """
+    from shared.model.jobstates import JobStateName
+    from shared.policy.records import placement_kind
+
+    recorded = after.run.attempt(before.number)
+    first = before.state != JobStateName.RUNNING
+    if not first or recorded is None or recorded.state != JobStateName.RUNNING:
+        return
+    created, started = job.create_time or before.intent_at, job.start_time or now
+    log(
+        logger,
+        logging.INFO,
+        loglines.JOB_RUNNING_MESSAGE,
+        labels=_labels(after),
+        job=job.name,
+        time_to_running_s=round(max((started - created).total_seconds(), 0.0), 3),
+        placement_kind=placement_kind(before.placement),
+        region=before.region,
+    )

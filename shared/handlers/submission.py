@@ -36,12 +36,13 @@ from shared.adapters.ledger import (
 from shared.config.model import Config, Placement, Template
 from shared.handlers.rejections import alert_once, finish_run
 from shared.logs import log
+from shared.model import loglines
 from shared.model.alerts import AlertReason
 from shared.model.errors import InvalidJobSpec, TransientError
 from shared.model.results import DispatchOutcome, DispatchResult
 from shared.policy import jobspec
 from shared.policy.machines import preemptible_quota_metric
-from shared.policy.records import describe_placement, placement_record
+from shared.policy.records import describe_placement, placement_kind, placement_record
 from shared.policy.timing import INTENT_LEASE
 from shared.validation.chain import check_chain
 
@@ -176,11 +177,13 @@ def _claim_and_create(
     log(
         logger,
         logging.INFO,
-        "job created",
+        loglines.JOB_CREATED_MESSAGE,
         labels=submission.labels,
         job=job.name,
         attempt=attempt_number,
         placement=describe_placement(placement),
+        placement_kind=placement_kind(intent.placement),
+        region=rendered.region,
     )
     return DispatchResult(DispatchOutcome.SUBMITTED, run_id, job.name)
 

@@ -7,11 +7,15 @@ Pure functions over the trigger and config dataclasses; Firestore stores the map
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 from shared.config.durations import rest_duration
 from shared.config.model import FlexStartPlacement, Placement
 from shared.model.triggers import JobRequest, ObjectFinalized, RetryRequest, ScheduleTick, Trigger
+
+PLACEMENT_KINDS = ("flex_start", "persistent_resource")
+"""The keys of a placement record (``placement_record``): one per kind of placement."""
 
 
 def trigger_record(trigger: Trigger) -> dict[str, Any]:
@@ -49,6 +53,12 @@ def placement_record(placement: Placement) -> dict[str, Any]:
     if placement.region:
         record["region"] = placement.region
     return record
+
+
+def placement_kind(record: Mapping[str, Any]) -> str:
+    """Which kind of placement a ``placement_record`` is: its key (``flex_start`` or
+    ``persistent_resource``), the token logs and metrics group by; ``unknown`` for neither."""
+    return next((kind for kind in PLACEMENT_KINDS if kind in record), "unknown")
 
 
 def describe_placement(placement: Placement) -> str:

@@ -55,3 +55,7 @@ output "service_accounts" {
 output "config_path" {
   value = module.vertex_dispatch.config_path
 }
+
+output "dashboard_url" {
+  value = module.vertex_dispatch.dashboard_url
+}

@@ -107,6 +107,12 @@ variable "enable_job_log_sink" {
   default     = true
 }
 
+variable "enable_dashboard" {
+  description = "Create the Cloud Monitoring dashboard of runs, waits and alerts (dashboards.tf); its log-based metrics are created either way."
+  type        = bool
+  default     = true
+}
+
 variable "alert_notification_channels" {
   description = "Monitoring notification channel ids the log-based alert policy notifies."
   type        = list(string)
