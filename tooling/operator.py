@@ -298,7 +298,7 @@ def _template_refusal(run: Run, config: Config) -> str | None:
 def _run_cancel(args: argparse.Namespace) -> int:
     from google.auth.exceptions import GoogleAuthError
 
-    from shared.adapters.ledger import WAITING_STATUSES
+    from shared.adapters.ledger import WAITING_STATUSES, CancelReason
     from shared.model.errors import DispatchError
 
     config = _operator_config(args)
@@ -328,7 +328,7 @@ def _run_cancel(args: argparse.Namespace) -> int:
         # Noted before the call: a job that exits non-zero on SIGTERM could otherwise be read
         # (by a quick hint) as a failure to retry, a new job after the operator's cancel. If
         # the call then fails, the operator is told and cancels again; the note stands.
-        ledger.record_cancel_requested(run.run_id, last.number)
+        ledger.record_cancel_requested(run.run_id, last.number, CancelReason.OPERATOR)
         vertex.cancel_custom_job(last.job_name)
     except (DispatchError, GoogleAuthError) as error:
         return _operator_failure("cancel", error)
