@@ -268,9 +268,23 @@ class Ledger:
         return self._write_if_unchanged(current, changed)
 
     def fail_waiting(self, current: RunSnapshot) -> RunSnapshot:
-        """End a run that waited too long for a placement (FAILED), only if it is still
-        ``current``: a delivery that claimed an attempt meanwhile wins (``LedgerConflict``)."""
-        return self._write_if_unchanged(current, with_status(current.run, RunStatus.FAILED))
+        """End a run that waited too long for a placement (FAILED), if only its alerts changed
+        since ``current`` (the caller claimed the give-up alert in between): a delivery that
+        claimed an attempt or created a job meanwhile wins (``LedgerConflict``, transient: the
+        redelivery reads the run again)."""
+        expected = current.run
+
+        def change(run: Run) -> Run:
+            if run.status is RunStatus.FAILED:
+                return run
+            if run.status is not expected.status or run.attempts != expected.attempts:
+                raise LedgerConflict(
+                    f"run {run.run_id} moved on while it was being given up ({run.status.value}); "
+                    "deliver again to decide on the run as it is"
+                )
+            return with_status(run, RunStatus.FAILED)
+
+        return self._apply(expected.run_id, change, current)[0]
 
     def record_cancel_requested(
         self,

@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from shared import validation
 from shared.adapters import vertex
@@ -307,7 +307,7 @@ def _no_placement(
             claim=due.alert_claim,
             message=(
                 f"no placement of template {submission.template.name} has been able to take the "
-                f"job for {describe_duration(due.waited)} (since {since.isoformat()}):\n{reasons}"
+                f"job for {_hours(due.waited)} (since {since.isoformat()}):\n{reasons}"
             ),
             what_to_do=(
                 "free or start the persistent resources named, or add a FLEX_START placement to "
@@ -335,8 +335,9 @@ def _give_up(
 
     The alert comes before the status (its claim makes it once per wait): a run ended first
     would be a duplicate to every redelivery, so an alert whose publish failed would never be
-    sent. The end is a compare-and-set on the run as read: a delivery that claimed an attempt
-    meanwhile wins (``LedgerConflict``; the redelivery finds the run moving again).
+    sent. The end is written only if the run did not move since it was read (its alerts aside):
+    a delivery that claimed an attempt meanwhile wins (``LedgerConflict``; the redelivery finds
+    the run moving again).
     """
     run = snapshot.run
     alert_once(
@@ -348,7 +349,7 @@ def _give_up(
         claim=due.alert_claim,
         message=(
             f"no placement of template {submission.template.name} could take the job for "
-            f"{describe_duration(due.waited)}: the run is given up (FAILED). Each placement:\n"
+            f"{_hours(due.waited)}: the run is given up (FAILED). Each placement:\n"
             f"{reasons}"
         ),
         what_to_do=(
@@ -366,3 +367,8 @@ def _give_up(
         waited_s=int(due.waited.total_seconds()),
     )
     return DispatchResult(DispatchOutcome.REJECTED, run.run_id, detail=reasons)
+
+
+def _hours(waited: timedelta) -> str:
+    """A wait as an alert says it: ``"30.2h"``."""
+    return f"{waited.total_seconds() / 3600:.1f}h"
