@@ -15,6 +15,10 @@ Two rules come before the verdict table, because the real service's texts cannot
   ``SERVICE_EXPIRY_WINDOW`` of the deadline: a human's later cancel stays a cancel. The message
   row "FLEX_START max wait expired" remains as the second signal, for jobs whose times are
   missing.
+- **who asked for a cancel decides what it means** (``cancel_reason``, on the attempt): the queue
+  watchdog's (``queue_timeout``) is ``CAPACITY``, the placement did not take the job in time, so
+  the run moves along the chain; an operator's (or one recorded without a reason) is
+  ``CANCELLED``, never retried.
 - **an empty error may not be the last word** (``error_pending``): Google's "Understand the
   custom training service" page says the error code is set about a minute after the job ends.
   A FAILED job read sooner has no error yet; the caller records it and decides on a later read,

@@ -75,6 +75,8 @@ def test_the_example_config_exercises_every_feature() -> None:
         if isinstance(p, FlexStartPlacement)
     )
     assert config.completions_topic == "projects/acme-ml/topics/training-completions"
+    assert config.templates["bert-package"].max_queue == timedelta(hours=12)
+    assert config.templates["bert-package"].no_placement_give_up == timedelta(days=2)
     resnet = config.templates["resnet-a100"]
     assert resnet.retry.attempts == 4
     assert resnet.retry.retry_on == {
