@@ -186,6 +186,8 @@ def status_table(runs: Sequence[Run], now: datetime) -> str:
 
 
 def _status_row(run: Run, now: datetime) -> tuple[str, ...]:
+    from shared.policy.watchdogs import claim_reason
+
     last = run.last_attempt
     retry = run.next_retry
     next_retry = "-"
@@ -201,7 +203,7 @@ def _status_row(run: Run, now: datetime) -> tuple[str, ...]:
         _placement_text_of(last.placement) if last else "-",
         last.state.removeprefix("JOB_STATE_") if last else "-",
         next_retry,
-        ",".join(run.alerts) or "-",
+        ",".join(dict.fromkeys(claim_reason(claim) for claim in run.alerts)) or "-",
         last.job_name.rsplit("/", 1)[-1] if last and last.job_name else "-",
     )
 

@@ -124,6 +124,11 @@ def alert_claim(reason: str, *scope: object) -> str:
     return "@".join([reason, "/".join(parts)]) if parts else reason
 
 
+def claim_reason(claim: str) -> str:
+    """The alert reason a claim key (``alert_claim``) was made for."""
+    return claim.split("@", 1)[0]
+
+
 def _scope_text(part: object) -> str:
     if isinstance(part, datetime):
         return part.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
