@@ -13,7 +13,9 @@ least once and CreateCustomJob takes no request id (docs/architecture.md, "Exact
    created. A create the service did not take (UNAVAILABLE, a rate limit) marks the intent so the
    redelivery takes it over after checking the labels; one whose outcome is unknown (a timeout,
    INTERNAL) leaves the intent to its lease, since its job may appear later than a lookup can
-   see it; one the service refuses ends the run and alerts.
+   see it; one the service refuses ends the run and alerts. When no placement can take the job
+   now, the run waits for a retry; the no-placement watchdog alerts on a long wait and ends one
+   that lasts past ``no_placement_give_up`` (``_no_placement``).
 """
 
 from __future__ import annotations
@@ -280,12 +282,8 @@ def _no_placement(
     run = snapshot.run
     now = submission.now()
     since = run.no_placement_since or now
-    due = no_placement_due(
-        since,
-        now,
-        no_placement_limits(submission.config, submission.template),
-        AlertReason.NO_PLACEMENT,
-    )
+    limits = no_placement_limits(submission.config, submission.template)
+    due = no_placement_due(since, now, limits, AlertReason.NO_PLACEMENT)
     reasons = "\n".join(blocked)
     if due.give_up:
         return _give_up(submission, snapshot, due, reasons)
@@ -297,7 +295,6 @@ def _no_placement(
     )
     snapshot = submission.ledger.wait_for_retry(snapshot, next_retry, since)  # or LedgerConflict
     if due.alert_claim is not None:
-        give_up = no_placement_limits(submission.config, submission.template).give_up_after
         alert_once(
             submission.ledger,
             snapshot.run,
@@ -313,7 +310,8 @@ def _no_placement(
                 "free or start the persistent resources named, or add a FLEX_START placement to "
                 f"the chain; the run is retried every "
                 f"{describe_duration(submission.template.retry.backoff_base)}, alerted again at "
-                f"most daily, and ends FAILED once it has waited {describe_duration(give_up)} "
+                f"most daily, and ends FAILED once it has waited "
+                f"{describe_duration(limits.give_up_after)} "
                 "(no_placement_give_up)"
             ),
         )
