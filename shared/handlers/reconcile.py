@@ -95,7 +95,7 @@ logger = logging.getLogger(__name__)
 
 
 class WatchdogReason(enum.StrEnum):
-    """The alert reasons the reconciler sends (one alert per run and reason)."""
+    """The alert reasons the reconciler sends (once per run; OVERDUE_WAIT once per attempt)."""
 
     OVERDUE_WAIT = "watchdog_overdue_wait"  # a job stayed queued past its limit (once per attempt)
     STUCK_INTENT = "watchdog_stuck_intent"  # an attempt stayed without a job

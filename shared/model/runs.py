@@ -20,7 +20,9 @@ The document (field names as stored)::
                                        cancel_requested_at (null, or when we asked Vertex AI
                                        to cancel the job), cancel_reason (null, or a
                                        CancelReason value: who asked and why)}
-    alerts                             list of alert reasons already sent
+    alerts                             list of the alerts claimed (sent, or being sent): a
+                                       reason, or reason@scope for one alerted once per
+                                       attempt or per day of a wait (policy.watchdogs)
     notices                            list of other messages already published ("completion")
     next_retry                         null, or {at, attempt, placement_index, reason}: the
                                        retry the reconciler publishes once ``at`` has passed
