@@ -125,6 +125,23 @@ def test_a_job_queued_past_max_queue_is_cancelled_alerted_once_and_falls_back(
     assert of_run(watched.alerts.pull(), started.run_id) == []  # the fallback alerts nothing
 
 
+def test_a_job_queued_on_a_persistent_resource_is_cancelled_after_a_day_by_default(
+    watched: World,
+) -> None:
+    _keep_the_pools_queue_blocked(watched)
+    started = watched.request_run("pool-default-limit")  # no max_queue
+    watched.vertex.advance(24 * HOUR - 60)
+    assert watched.reconcile().watchdog_cancels == 0
+
+    watched.vertex.advance(2 * 60)
+    assert watched.reconcile().watchdog_cancels == 1
+    [alert] = of_run(watched.alerts.pull(), started.run_id)
+    assert "default max_queue" in alert.body()["message"]
+    watched.vertex.advance(10)
+    watched.reconcile()
+    assert watched.run(started.run_id).next_retry.placement_index == 1  # on to FLEX_START
+
+
 def _retry_once(world: World, run_id: str) -> list[str]:
     """One reconcile tick publishes the run's due retry and dispatch handles it; the reasons of
     the alerts that were sent."""
