@@ -186,6 +186,8 @@ def status_table(runs: Sequence[Run], now: datetime) -> str:
 
 
 def _status_row(run: Run, now: datetime) -> tuple[str, ...]:
+    from shared.policy.watchdogs import claim_reason
+
     last = run.last_attempt
     retry = run.next_retry
     next_retry = "-"
@@ -201,7 +203,7 @@ def _status_row(run: Run, now: datetime) -> tuple[str, ...]:
         _placement_text_of(last.placement) if last else "-",
         last.state.removeprefix("JOB_STATE_") if last else "-",
         next_retry,
-        ",".join(run.alerts) or "-",
+        ",".join(dict.fromkeys(claim_reason(claim) for claim in run.alerts)) or "-",
         last.job_name.rsplit("/", 1)[-1] if last and last.job_name else "-",
     )
 
@@ -298,7 +300,7 @@ def _template_refusal(run: Run, config: Config) -> str | None:
 def _run_cancel(args: argparse.Namespace) -> int:
     from google.auth.exceptions import GoogleAuthError
 
-    from shared.adapters.ledger import WAITING_STATUSES
+    from shared.adapters.ledger import WAITING_STATUSES, CancelReason
     from shared.model.errors import DispatchError
 
     config = _operator_config(args)
@@ -328,7 +330,7 @@ def _run_cancel(args: argparse.Namespace) -> int:
         # Noted before the call: a job that exits non-zero on SIGTERM could otherwise be read
         # (by a quick hint) as a failure to retry, a new job after the operator's cancel. If
         # the call then fails, the operator is told and cancels again; the note stands.
-        ledger.record_cancel_requested(run.run_id, last.number)
+        ledger.record_cancel_requested(run.run_id, last.number, CancelReason.OPERATOR)
         vertex.cancel_custom_job(last.job_name)
     except (DispatchError, GoogleAuthError) as error:
         return _operator_failure("cancel", error)

@@ -41,6 +41,7 @@ from shared.model.runs import (
     WAITING_STATUSES,
     Attempt,
     AttemptOutcome,
+    CancelReason,
     InvalidTransition,
     LedgerConflict,
     LedgerRejected,
@@ -61,6 +62,7 @@ from shared.model.runs import (
     with_notice,
     with_observed_state,
     with_operator_grant,
+    with_placement_wait,
     with_recovery_published,
     with_reopened,
     with_retry_published,
@@ -86,6 +88,7 @@ __all__ = [
     "WAITING_STATUSES",
     "Attempt",
     "AttemptOutcome",
+    "CancelReason",
     "InvalidTransition",
     "Ledger",
     "LedgerConflict",
@@ -251,19 +254,50 @@ class Ledger:
         """Move the run to ``status`` (a terminal status is final), with its next retry if any."""
         return self._apply(run_id, lambda run: with_status(run, status, next_retry))[0]
 
-    def wait_for_retry(self, current: RunSnapshot, next_retry: RetryPlan) -> RunSnapshot:
-        """Make the run wait for ``next_retry``, only if it is still ``current``.
+    def wait_for_retry(
+        self, current: RunSnapshot, next_retry: RetryPlan, since: datetime | None = None
+    ) -> RunSnapshot:
+        """Make the run wait for ``next_retry`` because no placement can take it, only if it is
+        still ``current``; the wait's start (``no_placement_since``: ``since``, or the ledger's
+        clock) is noted unless the run was waiting already.
 
         A delivery that found no placement must not overwrite what another delivery did
         meanwhile (created the job): otherwise ``LedgerConflict``, and the redelivery reads again.
         """
-        changed = with_status(current.run, RunStatus.WAITING_RETRY, next_retry)
+        changed = with_placement_wait(current.run, next_retry, since or self._clock())
         return self._write_if_unchanged(current, changed)
 
-    def record_cancel_requested(self, run_id: str, attempt_number: int) -> RunSnapshot:
-        """Note that the attempt's job was asked to cancel (call it after the cancel call)."""
+    def fail_waiting(self, current: RunSnapshot) -> RunSnapshot:
+        """End a run that waited too long for a placement (FAILED), if only its alerts changed
+        since ``current`` (the caller claimed the give-up alert in between): a delivery that
+        claimed an attempt or created a job meanwhile wins (``LedgerConflict``, transient: the
+        redelivery reads the run again)."""
+        expected = current.run
+
+        def change(run: Run) -> Run:
+            if run.status is RunStatus.FAILED:
+                return run
+            if run.status is not expected.status or run.attempts != expected.attempts:
+                raise LedgerConflict(
+                    f"run {run.run_id} moved on while it was being given up ({run.status.value}); "
+                    "deliver again to decide on the run as it is"
+                )
+            return with_status(run, RunStatus.FAILED)
+
+        return self._apply(expected.run_id, change, current)[0]
+
+    def record_cancel_requested(
+        self,
+        run_id: str,
+        attempt_number: int,
+        reason: CancelReason = CancelReason.OPERATOR,
+    ) -> RunSnapshot:
+        """Note that the attempt's job was asked to cancel, and why (call it before the cancel
+        call, so that however quickly the job ends, its end is read as the cancel it was)."""
         at = self._clock()
-        return self._apply(run_id, lambda run: with_cancel_requested(run, attempt_number, at))[0]
+        return self._apply(
+            run_id, lambda run: with_cancel_requested(run, attempt_number, at, reason)
+        )[0]
 
     def reopen(self, run_id: str, next_retry: RetryPlan) -> RunSnapshot:
         """Reopen a failed, rejected or cancelled run for an operator's retry ``next_retry``."""

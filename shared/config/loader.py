@@ -27,7 +27,9 @@ from shared.config.problems import Problems, child, item
 from shared.config.routes import read_route
 from shared.config.templates import TemplateContext, read_template
 from shared.config.watching import (
+    check_no_placement_limits,
     read_alert_webhook,
+    read_no_placement_limits,
     read_reconcile_max_runs,
     read_watchdog_grace,
 )
@@ -36,6 +38,7 @@ from shared.config.yamlfile import parse_yaml
 TOP_LEVEL_KEYS = frozenset(
     {"project", "region", "alerts_topic", "requests_topic", "completions_topic"}
     | {"job_events_topic", "watchdog_grace", "reconcile_max_runs", "alert_webhook"}
+    | {"no_placement_alert", "no_placement_give_up"}
     | {"guards", "routes", "templates"}
 )
 FileReader = Callable[[str], str]  # a reference as written in the config -> the file's text
@@ -75,6 +78,7 @@ def parse_config(
         top.get("reconcile_max_runs"), "reconcile_max_runs", problems
     )
     alert_webhook = read_alert_webhook(top.get("alert_webhook"), "alert_webhook", problems)
+    no_placement_alert, no_placement_give_up = read_no_placement_limits(top, problems)
     guards = read_guards(top.get("guards"), "guards", problems)
     context = TemplateContext(
         project=project, region=region, read_file=read_file or read_file_beside(base_dir)
@@ -82,6 +86,7 @@ def parse_config(
     templates = _templates(top.get("templates"), problems, context)
     for name, template in templates.items():
         check_template(template, guards, region, child("templates", name), problems)
+    check_no_placement_limits(no_placement_alert, no_placement_give_up, templates, problems)
     routes = _routes(top.get("routes"), problems)
     declared = top.get("templates")
     check_routes(routes, templates, declared if isinstance(declared, Mapping) else {}, problems)
@@ -97,6 +102,8 @@ def parse_config(
         or f"projects/{project}/topics/{DEFAULT_JOB_EVENTS_TOPIC_ID}",
         watchdog_grace=watchdog_grace,
         reconcile_max_runs=max_runs,
+        no_placement_alert=no_placement_alert,
+        no_placement_give_up=no_placement_give_up,
         alert_webhook=alert_webhook,
         guards=guards,
         routes=tuple(routes.values()),

@@ -172,6 +172,12 @@ class Template:
     labels: Mapping[str, str] = field(default_factory=dict)
     timeout: timedelta | None = None
     retry: RetryPolicy = RetryPolicy()
+    # How long a job of this template may stay QUEUED or PENDING, on any placement, before the
+    # reconciler cancels it as capacity; None: the placement's default (policy.watchdogs).
+    max_queue: timedelta | None = None
+    # The config's no_placement_alert / no_placement_give_up for this template; None: the config's.
+    no_placement_alert: timedelta | None = None
+    no_placement_give_up: timedelta | None = None
     # where the user wrote it, for messages; None for a template built in code (a raw job spec)
     origin: TemplateOrigin | None = field(default=None, compare=False, repr=False)
 
@@ -180,6 +186,11 @@ DEFAULT_JOB_EVENTS_TOPIC_ID = "vertex-dispatch-job-events"
 DEFAULT_WATCHDOG_GRACE = timedelta(minutes=30)
 DEFAULT_RECONCILE_MAX_RUNS = 2000
 DEFAULT_WEBHOOK_TIMEOUT = timedelta(seconds=5)
+DEFAULT_MAX_QUEUE = timedelta(hours=24)
+"""How long a job may stay queued when the template sets no max_queue and its placement has no
+max wait of its own (a persistent resource, or FLEX_START with max_wait 0)."""
+DEFAULT_NO_PLACEMENT_ALERT = timedelta(hours=6)
+DEFAULT_NO_PLACEMENT_GIVE_UP = timedelta(days=7)
 
 
 class WebhookFormat(enum.Enum):
@@ -214,6 +225,10 @@ class Config:
     job_events_topic: str | None = None
     watchdog_grace: timedelta = DEFAULT_WATCHDOG_GRACE  # beyond a placement's max wait
     reconcile_max_runs: int = DEFAULT_RECONCILE_MAX_RUNS  # active runs one reconcile tick reads
+    # A run no placement can take alerts after no_placement_alert (then at most daily) and
+    # ends FAILED after no_placement_give_up; a template may set its own.
+    no_placement_alert: timedelta = DEFAULT_NO_PLACEMENT_ALERT
+    no_placement_give_up: timedelta = DEFAULT_NO_PLACEMENT_GIVE_UP
     alert_webhook: AlertWebhook | None = None
     guards: Guards = Guards()
     routes: tuple[Route, ...] = ()

@@ -36,6 +36,7 @@ from shared.config.placements import read_placements
 from shared.config.problems import Problems, child, item
 from shared.config.retry import read_retry_policy
 from shared.config.shorthand import GCS_URI, read_worker_pools
+from shared.config.watching import read_watchdog_limit
 from shared.config.yamlfile import parse_yaml
 from shared.model.errors import ConfigError
 
@@ -44,6 +45,7 @@ TEMPLATE_KEYS = frozenset(
     set(SPEC_SOURCES)
     | {"display_name", "params", "labels", "timeout", "service_account", "network"}
     | {"base_output_dir", "experiment", "experiment_run", "placement", "retry"}
+    | {"max_queue", "no_placement_alert", "no_placement_give_up"}
 )
 IMPORTERS: Mapping[str, Callable[[object, str, Problems], ImportedJob | None]] = {
     "gcloud_config": import_gcloud_config,
@@ -108,6 +110,10 @@ def read_template(
         problems.add(child(path, "timeout"), "must be longer than 0s; e.g. 48h, or leave it out")
     placements = _placements(spec, imported, path, problems)
     retry = read_retry_policy(spec.get("retry"), child(path, "retry"), problems)
+    limits = {
+        key: read_watchdog_limit(spec.get(key), child(path, key), problems)
+        for key in ("max_queue", "no_placement_alert", "no_placement_give_up")
+    }
     if placements is None:
         return None
     form = next(TemplateForm(key) for key in SPEC_SOURCES if spec.get(key) is not None)
@@ -128,6 +134,9 @@ def read_template(
         labels=labels,
         timeout=timeout,
         retry=retry,
+        max_queue=limits["max_queue"],
+        no_placement_alert=limits["no_placement_alert"],
+        no_placement_give_up=limits["no_placement_give_up"],
         origin=origin,
     )
 

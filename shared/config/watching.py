@@ -1,10 +1,12 @@
-"""The settings of the job-state side: reconcile bounds, the watchdog's grace, the alert webhook.
+"""The settings of the job-state side: reconcile bounds, the watchdogs' limits, the alert webhook.
 
 Users write (all optional; docs/configuration.md, "Top level")::
 
     job_events_topic: vertex-dispatch-job-events   # where the reconciler publishes job-state hints
     watchdog_grace: 30m                             # beyond a placement's max wait
     reconcile_max_runs: 2000                        # active runs one reconcile tick reads
+    no_placement_alert: 6h                          # a run no placement takes: alert, then daily
+    no_placement_give_up: 7d                        # ... and end it FAILED
     alert_webhook: {url_env: ALERT_WEBHOOK_URL, format: slack, timeout: 5s}
 
 The webhook URL is a credential (anyone holding it may post), so the config names only the
@@ -20,10 +22,13 @@ from datetime import timedelta
 from shared.config.durations import describe_duration
 from shared.config.fields import read_duration, read_int, read_mapping, read_text
 from shared.config.model import (
+    DEFAULT_NO_PLACEMENT_ALERT,
+    DEFAULT_NO_PLACEMENT_GIVE_UP,
     DEFAULT_RECONCILE_MAX_RUNS,
     DEFAULT_WATCHDOG_GRACE,
     DEFAULT_WEBHOOK_TIMEOUT,
     AlertWebhook,
+    Template,
     WebhookFormat,
 )
 from shared.config.problems import Problems, child
@@ -39,6 +44,57 @@ FORMAT_NAMES = tuple(kind.value for kind in WebhookFormat)
 def read_watchdog_grace(value: object, path: str, problems: Problems) -> timedelta:
     grace = read_duration(value, path, problems)
     return DEFAULT_WATCHDOG_GRACE if grace is None else grace
+
+
+def read_watchdog_limit(value: object, path: str, problems: Problems) -> timedelta | None:
+    """A watchdog's limit (``max_queue``, ``no_placement_alert``, ``no_placement_give_up``):
+    a duration longer than 0s, or None when left out (or wrong, once the problem is recorded)."""
+    limit = read_duration(value, path, problems)
+    if limit is not None and limit <= timedelta(0):
+        problems.add(path, "must be longer than 0s, e.g. 24h; or leave it out for the default")
+        return None
+    return limit
+
+
+def read_no_placement_limits(
+    top: Mapping[str, object], problems: Problems
+) -> tuple[timedelta, timedelta]:
+    """The top-level ``no_placement_alert`` and ``no_placement_give_up``, defaults filled in."""
+    alert = read_watchdog_limit(top.get("no_placement_alert"), "no_placement_alert", problems)
+    give_up = read_watchdog_limit(top.get("no_placement_give_up"), "no_placement_give_up", problems)
+    return (
+        DEFAULT_NO_PLACEMENT_ALERT if alert is None else alert,
+        DEFAULT_NO_PLACEMENT_GIVE_UP if give_up is None else give_up,
+    )
+
+
+def check_no_placement_limits(
+    alert: timedelta,
+    give_up: timedelta,
+    templates: Mapping[str, Template],
+    problems: Problems,
+) -> None:
+    """Each template's no_placement_alert (its own, or the config's) comes before its
+    no_placement_give_up: otherwise a run would end without anyone being told it waited."""
+    pairs = {"": (alert, give_up, "no_placement_give_up")}
+    for name, template in templates.items():
+        if template.no_placement_alert is None and template.no_placement_give_up is None:
+            continue
+        own = template.no_placement_give_up is not None
+        pairs[name] = (
+            template.no_placement_alert or alert,
+            template.no_placement_give_up or give_up,
+            f"templates.{name}.no_placement_{'give_up' if own else 'alert'}",
+        )
+    for effective_alert, effective_give_up, path in pairs.values():
+        if effective_alert >= effective_give_up:
+            problems.add(
+                path,
+                f"no_placement_give_up ({describe_duration(effective_give_up)}) must be longer "
+                f"than no_placement_alert ({describe_duration(effective_alert)}): a run would "
+                "end before anyone is told it waits; raise no_placement_give_up or lower "
+                "no_placement_alert",
+            )
 
 
 def read_reconcile_max_runs(value: object, path: str, problems: Problems) -> int:

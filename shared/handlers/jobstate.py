@@ -259,7 +259,9 @@ def _decidable(snapshot: RunSnapshot, attempt_number: int) -> bool:
 def classify_job(job: aiplatform_v1.CustomJob, run: Run, attempt: Attempt | None) -> Classification:
     """``classify.classify`` with what the ledger knows of the job: the FLEX_START max wait of
     the attempt's recorded placement (before the job's own), and whether we asked for the job's
-    cancel (an operator or the watchdog: then its end is our cancel, not an expiry)."""
+    cancel and why (an operator's: its end is our cancel, not an expiry; the queue watchdog's:
+    capacity)."""
+    from shared.model.runs import cancel_reason_of
     from shared.policy.classify import classify
     from shared.policy.max_wait import flex_start_max_wait
 
@@ -267,6 +269,7 @@ def classify_job(job: aiplatform_v1.CustomJob, run: Run, attempt: Attempt | None
         job,
         max_wait=flex_start_max_wait(job, attempt),
         cancel_requested=attempt is not None and attempt.cancel_requested_at is not None,
+        cancel_reason=cancel_reason_of(attempt) if attempt is not None else None,
     )
 
 

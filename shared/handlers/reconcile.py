@@ -19,9 +19,11 @@ One tick:
      ``timing.INTENT_LEASE`` without a job (dispatch reattaches by label or takes over), or
      that was accepted but never claimed; published again only ``RECOVERY_REPUBLISH_AFTER``
      (10 min) later, noted on the run, so a slow dispatch is not handed a copy every tick;
-   - the watchdog: a FLEX_START job QUEUED or PENDING longer than its max wait plus
-     ``watchdog_grace`` is cancelled and alerted (Vertex AI should have ended it); an intent
-     still without a job after ``STUCK_INTENT_ALERT_AFTER`` is alerted;
+   - the queue watchdog: a job QUEUED or PENDING longer than its limit
+     (``watchdogs.queue_limit``: the template's ``max_queue``, else a FLEX_START max wait plus
+     ``watchdog_grace``, else 24 h) is alerted once, noted as our ``queue_timeout`` cancel and
+     cancelled; its end is then capacity (the next placement of the chain, as the retry policy
+     says). An intent still without a job after ``STUCK_INTENT_ALERT_AFTER`` is alerted;
 
 4. applies the plan, each action isolated: a failing one is counted and retried next tick;
 5. calls ``actions.ensure_actions`` on every run read, and on the ended runs whose decisions
@@ -56,7 +58,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from shared.adapters import retry_messages, vertex
-from shared.adapters.ledger import LedgerConflict, Run, RunSnapshot, RunStatus
+from shared.adapters.ledger import CancelReason, LedgerConflict, Run, RunSnapshot, RunStatus
 from shared.aiplatform import CustomJob
 from shared.config.durations import age_text
 from shared.handlers import actions, jobstate
@@ -72,6 +74,7 @@ from shared.policy.reconcile_plan import (
     plan_listings,
     plan_tick,
 )
+from shared.policy.watchdogs import alert_claim, describe_queue_limit
 
 if TYPE_CHECKING:
     from cloudevents.abstract import CloudEvent
@@ -92,9 +95,9 @@ logger = logging.getLogger(__name__)
 
 
 class WatchdogReason(enum.StrEnum):
-    """The alert reasons the reconciler sends (one alert per run and reason)."""
+    """The alert reasons the reconciler sends (once per run; OVERDUE_WAIT once per attempt)."""
 
-    OVERDUE_WAIT = "watchdog_overdue_wait"  # a job waited past its max wait plus the grace
+    OVERDUE_WAIT = "watchdog_overdue_wait"  # a job stayed queued past its limit (once per attempt)
     STUCK_INTENT = "watchdog_stuck_intent"  # an attempt stayed without a job
 
 
@@ -283,29 +286,44 @@ class _Tick:
             self._failed(f"noting the retry of run {retry.run_id}", error, retry.run_id)
 
     def cancel_overdue(self, run: Run, waited: OverdueWait) -> None:
-        """Alert (once per run), then cancel the job (idempotent).
+        """Alert (once per attempt), note our ``queue_timeout`` cancel, then cancel the job.
 
         The alert comes first: should it fail, the job is left waiting, so the next tick finds it
-        overdue again and tries both; a job cancelled first would leave no tick to alert from.
+        overdue again and tries all three; a job cancelled first would leave no tick to alert
+        from. The note comes before the cancel call, so that however soon the job ends, its end
+        is read as the watchdog's cancel (capacity: the run moves on) and never as an
+        operator's; a note that fails leaves the job uncancelled for the next tick.
         """
+        last = run.last_attempt
+        if last is None or last.job_name != waited.job_name:
+            return  # the listing is of an older attempt's job
         alerted = self._alert_once(
             run,
             WatchdogReason.OVERDUE_WAIT,
+            claim=alert_claim(WatchdogReason.OVERDUE_WAIT, f"attempt{last.number}"),
             message=(
-                f"job {waited.job_name} was {waited.state} for {age_text(waited.waited)}, "
-                "more than its FLEX_START max wait plus the watchdog grace "
-                f"({age_text(waited.limit)}), and Vertex AI had not ended it; the reconciler "
-                "is cancelling it. Console: "
-                f"{jobstate.console_url(waited.job_name)}"
+                f"job {waited.job_name} (attempt {last.number}) was {waited.state} for "
+                f"{age_text(waited.waited)}, more than {describe_queue_limit(waited.source)} "
+                f"({age_text(waited.limit)}); the reconciler is cancelling it, and the run moves "
+                "on as after a capacity failure (the next placement of the chain, as its retry "
+                f"policy says). Console: {jobstate.console_url(waited.job_name)}"
             ),
             what_to_do=(
-                "check the job in the console, the region's capacity for its GPUs, and the "
-                "project's preemptible GPU quota there (Vertex AI keeps a job that lacks quota "
-                f"queued rather than refusing it); then `vertex-dispatch retry {run.run_id}` or "
-                "add a placement to the chain"
+                "check the job in the console, the region's capacity for its GPUs (or the "
+                "persistent resource's free replicas), and the project's GPU quota there "
+                "(Vertex AI keeps a job that lacks quota queued rather than refusing it); to let "
+                "jobs of this template queue longer, raise its max_queue; or add a placement "
+                "to the chain"
             ),
         )
         if not alerted:
+            return
+        try:
+            self.services.ledger.record_cancel_requested(
+                run.run_id, last.number, CancelReason.QUEUE_TIMEOUT
+            )
+        except DispatchError as error:
+            self._failed(f"recording the cancel of {waited.job_name}", error, run.run_id)
             return
         try:
             vertex.cancel_custom_job(waited.job_name)
@@ -314,20 +332,6 @@ class _Tick:
             pass  # FAILED_PRECONDITION: it is cancelling or ended already (maybe by the service)
         except DispatchError as error:
             self._failed(f"cancelling {waited.job_name}", error, run.run_id)
-            return
-        else:
-            self._note_cancel_requested(run, waited.job_name)
-
-    def _note_cancel_requested(self, run: Run, job_name: str) -> None:
-        """So that however the job now ends short of success, its end is read as our cancel."""
-        last = run.last_attempt
-        if last is None or last.job_name != job_name:
-            return
-        try:
-            self.services.ledger.record_cancel_requested(run.run_id, last.number)
-        except DispatchError as error:
-            # Then a FAILED end may be retried by policy, an extra attempt, never a lost one.
-            self._failed(f"recording the cancel of {job_name}", error, run.run_id)
 
     def alert_stuck_intent(self, run: Run, intent: StuckIntent) -> None:
         self._alert_once(
@@ -346,7 +350,13 @@ class _Tick:
         )
 
     def _alert_once(
-        self, run: Run, reason: WatchdogReason, *, message: str, what_to_do: str
+        self,
+        run: Run,
+        reason: WatchdogReason,
+        *,
+        message: str,
+        what_to_do: str,
+        claim: str | None = None,
     ) -> bool:
         """``alert_once`` for the tick; False only when it failed (counted, and the claim given
         back, so the next tick tries again)."""
@@ -359,6 +369,7 @@ class _Tick:
                 reason=reason,
                 message=message,
                 what_to_do=what_to_do,
+                claim=claim,
             )
         except DispatchError as error:  # AlertNotSent, or the ledger
             self._failed(f"alerting {reason} for run {run.run_id}", error, run.run_id)

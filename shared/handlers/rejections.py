@@ -45,13 +45,18 @@ def alert_once(
     message: str,
     what_to_do: str,
     severity: Severity = Severity.ERROR,
+    claim: str | None = None,
 ) -> bool:
     """Claim the alert ``reason`` for the run and send it, unless it was claimed already;
     whether this call sent it. A failed send gives the claim back and raises.
 
-    It goes to the config's alerts topic (and its webhook, when one is configured).
+    ``claim`` is the key claimed in the run's ``alerts`` when the reason may be alerted more
+    than once per run (``policy.watchdogs.alert_claim``: per attempt, per day of a wait);
+    by default the reason itself: once per run. It goes to the config's alerts topic (and its
+    webhook, when one is configured).
     """
-    if reason in run.alerts or not ledger.record_alert(run.run_id, reason):
+    claim = claim or reason
+    if claim in run.alerts or not ledger.record_alert(run.run_id, claim):
         return False  # sent, or being sent by whoever claimed it
     try:
         send_alert(
@@ -70,7 +75,7 @@ def alert_once(
             webhook=config.alert_webhook,
         )
     except Exception:
-        ledger.release_alert(run.run_id, reason)
+        ledger.release_alert(run.run_id, claim)
         raise
     return True
 

@@ -13,7 +13,9 @@ least once and CreateCustomJob takes no request id (docs/architecture.md, "Exact
    created. A create the service did not take (UNAVAILABLE, a rate limit) marks the intent so the
    redelivery takes it over after checking the labels; one whose outcome is unknown (a timeout,
    INTERNAL) leaves the intent to its lease, since its job may appear later than a lookup can
-   see it; one the service refuses ends the run and alerts.
+   see it; one the service refuses ends the run and alerts. When no placement can take the job
+   now, the run waits for a retry; the no-placement watchdog alerts on a long wait and ends one
+   that lasts past ``no_placement_give_up`` (``_no_placement``).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from shared import validation
 from shared.adapters import vertex
@@ -33,6 +35,7 @@ from shared.adapters.ledger import (
     RunSnapshot,
     RunStatus,
 )
+from shared.config.durations import describe_duration
 from shared.config.model import Config, Placement, Template
 from shared.handlers.rejections import alert_once, finish_run
 from shared.logs import log
@@ -44,6 +47,7 @@ from shared.policy import jobspec
 from shared.policy.machines import preemptible_quota_metric
 from shared.policy.records import describe_placement, placement_kind, placement_record
 from shared.policy.timing import INTENT_LEASE
+from shared.policy.watchdogs import NoPlacementDue, no_placement_due, no_placement_limits
 from shared.validation.chain import check_chain
 
 logger = logging.getLogger(__name__)
@@ -270,29 +274,102 @@ def _quota_refused(
 def _no_placement(
     submission: Submission, snapshot: RunSnapshot, attempt_number: int, blocked: list[str]
 ) -> DispatchResult:
-    """No placement can take the job now: the run waits for a retry and a human is told once."""
-    policy = submission.template.retry
+    """No placement can take the job now: the run waits for a retry every ``backoff.base``.
+
+    The no-placement watchdog (``policy.watchdogs.no_placement_due``) runs here, on the retry
+    that finds no placement again, because this is where the reasons each placement gave are
+    fresh (the give-up alert lists them): after ``no_placement_alert`` of waiting it alerts,
+    then at most once a day; after ``no_placement_give_up`` the run ends FAILED. The wait is
+    measured from the run's ``no_placement_since``, kept across retries.
+    """
     run = snapshot.run
+    now = submission.now()
+    since = run.no_placement_since or now
+    limits = no_placement_limits(submission.config, submission.template)
+    due = no_placement_due(since, now, limits, AlertReason.NO_PLACEMENT)
+    reasons = "\n".join(blocked)
+    if due.give_up:
+        return _give_up(submission, snapshot, due, reasons)
     next_retry = RetryPlan(
-        at=submission.now() + policy.backoff_base,
+        at=now + submission.template.retry.backoff_base,
         attempt=attempt_number,
         placement_index=0,
         reason="no placement could take the job",
     )
-    snapshot = submission.ledger.wait_for_retry(snapshot, next_retry)  # or LedgerConflict
-    reasons = "\n".join(blocked)
+    snapshot = submission.ledger.wait_for_retry(snapshot, next_retry, since)  # or LedgerConflict
+    if due.alert_claim is not None:
+        alert_once(
+            submission.ledger,
+            snapshot.run,
+            config=submission.config,
+            trigger=submission.trigger,
+            reason=AlertReason.NO_PLACEMENT,
+            claim=due.alert_claim,
+            message=(
+                f"no placement of template {submission.template.name} has been able to take the "
+                f"job for {_hours(due.waited)} (since {since.isoformat()}):\n{reasons}"
+            ),
+            what_to_do=(
+                "free or start the persistent resources named, or add a FLEX_START placement to "
+                f"the chain; the run is retried every "
+                f"{describe_duration(submission.template.retry.backoff_base)}, alerted again at "
+                f"most daily, and ends FAILED once it has waited "
+                f"{describe_duration(limits.give_up_after)} "
+                "(no_placement_give_up)"
+            ),
+        )
+    log(
+        logger,
+        logging.WARNING,
+        "no placement can take the job now",
+        labels=submission.labels,
+        waited_s=int(due.waited.total_seconds()),
+    )
+    return DispatchResult(DispatchOutcome.WAITING, run.run_id, detail=reasons)
+
+
+def _give_up(
+    submission: Submission, snapshot: RunSnapshot, due: NoPlacementDue, reasons: str
+) -> DispatchResult:
+    """The run waited ``no_placement_give_up`` for a placement: alert with every placement's
+    reason, then end it FAILED.
+
+    The alert comes before the status (its claim makes it once per wait): a run ended first
+    would be a duplicate to every redelivery, so an alert whose publish failed would never be
+    sent. The end is written only if the run did not move since it was read (its alerts aside):
+    a delivery that claimed an attempt meanwhile wins (``LedgerConflict``; the redelivery finds
+    the run moving again).
+    """
+    run = snapshot.run
     alert_once(
         submission.ledger,
-        snapshot.run,
+        run,
         config=submission.config,
         trigger=submission.trigger,
         reason=AlertReason.NO_PLACEMENT,
-        message=f"no placement of template {submission.template.name} can take the job now:\n"
-        f"{reasons}",
+        claim=due.alert_claim,
+        message=(
+            f"no placement of template {submission.template.name} could take the job for "
+            f"{_hours(due.waited)}: the run is given up (FAILED). Each placement:\n"
+            f"{reasons}"
+        ),
         what_to_do=(
-            "free or start the persistent resources named, or add a FLEX_START placement to "
-            f"the chain; the run is retried from {next_retry.at.isoformat()}"
+            "free or start the persistent resources named, or add a placement that can take "
+            f"the job, then `vertex-dispatch retry {run.run_id}`; to wait longer, raise "
+            "no_placement_give_up"
         ),
     )
-    log(logger, logging.WARNING, "no placement can take the job now", labels=submission.labels)
-    return DispatchResult(DispatchOutcome.WAITING, run.run_id, detail=reasons)
+    submission.ledger.fail_waiting(snapshot)
+    log(
+        logger,
+        logging.ERROR,
+        "no placement took the job in time; run given up",
+        labels=submission.labels,
+        waited_s=int(due.waited.total_seconds()),
+    )
+    return DispatchResult(DispatchOutcome.REJECTED, run.run_id, detail=reasons)
+
+
+def _hours(waited: timedelta) -> str:
+    """A wait as an alert says it: ``"30.2h"``."""
+    return f"{waited.total_seconds() / 3600:.1f}h"

@@ -18,14 +18,20 @@ The document (field names as stored)::
                                        intent_at, job_name (null until the job exists),
                                        state, error (map or null), decision (map or null),
                                        cancel_requested_at (null, or when we asked Vertex AI
-                                       to cancel the job)}
-    alerts                             list of alert reasons already sent
+                                       to cancel the job), cancel_reason (null, or a
+                                       CancelReason value: who asked and why)}
+    alerts                             list of the alerts claimed (sent, or being sent): a
+                                       reason, or reason@scope for one alerted once per
+                                       attempt or per day of a wait (policy.watchdogs)
     notices                            list of other messages already published ("completion")
     next_retry                         null, or {at, attempt, placement_index, reason}: the
                                        retry the reconciler publishes once ``at`` has passed
     operator_grant                     null, or the attempt an operator allowed
     recovery_published_at              null, or when the reconciler last published a retry
                                        to recover a stale intent or a run never claimed
+    no_placement_since                 null, or when the run began waiting for a placement
+                                       that can take it (kept across its retries; null again
+                                       once a job is recorded)
     created_at, updated_at             timestamps
 """
 
@@ -95,6 +101,14 @@ LIVE_STATUSES = frozenset({RunStatus.SUBMITTING, RunStatus.SUBMITTED, RunStatus.
 its end is still to be decided, and no other attempt may start beside it."""
 
 
+class CancelReason(enum.StrEnum):
+    """Why we asked Vertex AI to cancel an attempt's job: what its end then means."""
+
+    OPERATOR = "operator"  # `vertex-dispatch cancel`: stopped on purpose, never retried
+    QUEUE_TIMEOUT = "queue_timeout"  # the queue watchdog: the placement did not take it (capacity)
+    DUPLICATE = "duplicate"  # a second job of one attempt
+
+
 @dataclass(frozen=True)
 class Attempt:
     """One try at running the job: claimed (intent) first, then the job it created."""
@@ -112,6 +126,9 @@ class Attempt:
     # ends short of success (CANCELLED, or FAILED when its code exits non-zero on SIGTERM), the
     # end is our cancel, never a failure to retry.
     cancel_requested_at: datetime | None = None
+    # Who asked and why (a CancelReason value); None with a cancel_requested_at is a record
+    # made before reasons were kept, read as an operator's cancel.
+    cancel_reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -146,6 +163,10 @@ class Run:
     # past its lease, or a run never claimed): it publishes again only RECOVERY_REPUBLISH_AFTER
     # later, so a slow dispatch is not handed a new copy every tick.
     recovery_published_at: datetime | None = None
+    # When the run began waiting for a placement that can take it (dispatch found none): kept
+    # across the retries of that wait, cleared when a job is recorded or an operator reopens
+    # the run. The no-placement watchdog (``policy.watchdogs``) measures the wait from it.
+    no_placement_since: datetime | None = None
     created_at: datetime | None = None  # set by open_run
     updated_at: datetime | None = None  # set by every write
 
@@ -224,7 +245,8 @@ def with_job(
     )
     is_last = attempt_number == run.attempts[-1].number
     status = RunStatus.SUBMITTED if is_last and run.status is RunStatus.SUBMITTING else run.status
-    return replace(_with_attempt(run, updated), status=status)
+    # A job exists: whatever wait for a placement the run had is over.
+    return replace(_with_attempt(run, updated), status=status, no_placement_since=None)
 
 
 def with_attempt_state(
@@ -246,17 +268,37 @@ def with_attempt_state(
     )
 
 
-def with_cancel_requested(run: Run, attempt_number: int, at: datetime) -> Run:
-    """``run`` noting that the job of attempt ``attempt_number`` was asked to cancel at ``at``
-    (the first request counts)."""
+def with_cancel_requested(
+    run: Run,
+    attempt_number: int,
+    at: datetime,
+    reason: CancelReason = CancelReason.OPERATOR,
+) -> Run:
+    """``run`` noting that the job of attempt ``attempt_number`` was asked to cancel at ``at``,
+    for ``reason``. The first request's time counts; an operator's cancel after the watchdog's
+    takes over the reason (a human meant to stop the run, not to move it along the chain)."""
     attempt = run.attempt(attempt_number)
     if attempt is None or attempt.job_name is None:
         raise InvalidTransition(
             f"run {run.run_id} has no job for attempt {attempt_number} to cancel"
         )
     if attempt.cancel_requested_at is not None:
-        return run
-    return _with_attempt(run, replace(attempt, cancel_requested_at=at))
+        if reason is not CancelReason.OPERATOR or cancel_reason_of(attempt) is reason:
+            return run
+        return _with_attempt(run, replace(attempt, cancel_reason=reason.value))
+    return _with_attempt(run, replace(attempt, cancel_requested_at=at, cancel_reason=reason.value))
+
+
+def cancel_reason_of(attempt: Attempt) -> CancelReason | None:
+    """Why we asked for the attempt's job's cancel; None when nobody did. A record without a
+    reason (made before reasons were kept) or with one this version does not know is read as
+    an operator's cancel: never retried, the safe reading."""
+    if attempt.cancel_requested_at is None:
+        return None
+    try:
+        return CancelReason(attempt.cancel_reason or CancelReason.OPERATOR.value)
+    except ValueError:
+        return CancelReason.OPERATOR
 
 
 def _with_attempt(run: Run, updated: Attempt) -> Run:
@@ -280,7 +322,9 @@ def with_reopened(run: Run, next_retry: RetryPlan) -> Run:
             f"run {run.run_id} is {run.status.value}: only a failed, rejected or cancelled run "
             "can be retried; start a new run with a new trigger instead"
         )
-    return replace(run, status=RunStatus.WAITING_RETRY, next_retry=next_retry)
+    return replace(
+        run, status=RunStatus.WAITING_RETRY, next_retry=next_retry, no_placement_since=None
+    )
 
 
 def with_operator_grant(run: Run, attempt: int) -> Run:
@@ -301,6 +345,13 @@ def with_status(run: Run, status: RunStatus, next_retry: RetryPlan | None = None
             f"{status.value}; start a new run with a new trigger instead"
         )
     return replace(run, status=status, next_retry=next_retry)
+
+
+def with_placement_wait(run: Run, next_retry: RetryPlan, since: datetime) -> Run:
+    """``run`` waiting for ``next_retry`` because no placement can take it; its wait began at
+    ``since`` unless it was waiting already (``no_placement_since`` is kept across retries)."""
+    waiting = with_status(run, RunStatus.WAITING_RETRY, next_retry)
+    return replace(waiting, no_placement_since=run.no_placement_since or since)
 
 
 def with_alert(run: Run, reason: str) -> Run:
@@ -488,6 +539,7 @@ def run_to_document(run: Run) -> dict[str, Any]:
         "next_retry": dataclasses.asdict(run.next_retry) if run.next_retry else None,
         "operator_grant": run.operator_grant,
         "recovery_published_at": run.recovery_published_at,
+        "no_placement_since": run.no_placement_since,
         "created_at": run.created_at,
         "updated_at": run.updated_at,
         ACTIONS_OWED_FIELD: bool(owed_actions(run)),  # derived, for the reconciler's query
@@ -509,6 +561,7 @@ def run_from_document(document: Mapping[str, Any]) -> Run:
         next_retry=RetryPlan(**document["next_retry"]) if document.get("next_retry") else None,
         operator_grant=document.get("operator_grant"),
         recovery_published_at=document.get("recovery_published_at"),
+        no_placement_since=document.get("no_placement_since"),
         created_at=document.get("created_at"),
         updated_at=document.get("updated_at"),
     )
@@ -526,6 +579,7 @@ def _attempt_to_document(attempt: Attempt) -> dict[str, Any]:
         "error": dict(attempt.error) if attempt.error else None,
         "decision": dict(attempt.decision) if attempt.decision else None,
         "cancel_requested_at": attempt.cancel_requested_at,
+        "cancel_reason": attempt.cancel_reason,
     }
 
 
@@ -541,4 +595,5 @@ def _attempt_from_document(document: Mapping[str, Any]) -> Attempt:
         error=document.get("error"),
         decision=document.get("decision"),
         cancel_requested_at=document.get("cancel_requested_at"),
+        cancel_reason=document.get("cancel_reason"),
     )

@@ -15,6 +15,10 @@ Two rules come before the verdict table, because the real service's texts cannot
   ``SERVICE_EXPIRY_WINDOW`` of the deadline: a human's later cancel stays a cancel. The message
   row "FLEX_START max wait expired" remains as the second signal, for jobs whose times are
   missing.
+- **who asked for a cancel decides what it means** (``cancel_reason``, on the attempt): the queue
+  watchdog's (``queue_timeout``) is ``CAPACITY``, the placement did not take the job in time, so
+  the run moves along the chain; an operator's (or one recorded without a reason) is
+  ``CANCELLED``, never retried.
 - **an empty error may not be the last word** (``error_pending``): Google's "Understand the
   custom training service" page says the error code is set about a minute after the job ends.
   A FAILED job read sooner has no error yet; the caller records it and decides on a later read,
@@ -54,6 +58,7 @@ from typing import TYPE_CHECKING, Any, Final
 from shared.config.model import FailureClass
 from shared.model.errors import PermanentError
 from shared.model.jobstates import TERMINAL_STATES, JobStateName, is_terminal
+from shared.model.runs import CancelReason
 from shared.policy.timing import ERROR_SETTLE_TIME, SERVICE_EXPIRY_WINDOW
 
 if TYPE_CHECKING:
@@ -229,6 +234,7 @@ class Classification:
 
 
 CANCEL_REQUESTED_RULE = "cancel requested by us"
+QUEUE_TIMEOUT_RULE = "cancelled by the queue watchdog: the placement did not take it"
 
 
 def classify(
@@ -236,15 +242,25 @@ def classify(
     *,
     max_wait: timedelta | None = None,
     cancel_requested: bool = False,
+    cancel_reason: CancelReason | None = None,
 ) -> Classification:
     """The outcome of a terminal ``job``; ``NotTerminal`` when it has not ended yet.
 
     ``max_wait`` is the job's FLEX_START max wait (None: not a FLEX_START job, or one that waits
-    forever); ``cancel_requested`` says we asked for the job's cancel (an operator or the
-    watchdog): a FAILED or CANCELLED end is then CANCELLED. Otherwise a wait that ran out is
-    capacity whatever the job's error says (``wait_ran_out``).
+    forever); ``cancel_requested`` says we asked for the job's cancel, ``cancel_reason`` why
+    (None with ``cancel_requested``: an operator). An operator's (or a duplicate's) cancel makes
+    a FAILED or CANCELLED end CANCELLED. The queue watchdog's makes it CAPACITY, as the
+    placement did not take the job in time: a CANCELLED end, or a FAILED one of a job that
+    never started; a job that started before the cancel reached it and then FAILED is read by
+    its error like any other. Otherwise a wait that ran out is capacity whatever the job's error
+    says (``wait_ran_out``).
     """
     state = job.state.name
+    if cancel_requested and cancel_reason is CancelReason.QUEUE_TIMEOUT:
+        if state == CANCELLED_STATE or (state == FAILED_STATE and job.start_time is None):
+            return _failed_as(job, FailureClass.CAPACITY, QUEUE_TIMEOUT_RULE)
+        if state == FAILED_STATE:
+            return classify_error(state, job.error.code, job.error.message, job_name=job.name)
     if cancel_requested and state in (FAILED_STATE, CANCELLED_STATE):
         # We asked for the cancel: a FAILED end (a container that exits non-zero on SIGTERM)
         # is that cancel too, never a failure to retry. Vertex AI may still end it SUCCEEDED.

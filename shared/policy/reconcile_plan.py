@@ -2,8 +2,8 @@
 
 Pure functions over runs, templates and listed ``CustomJob`` protos; ``shared.handlers.reconcile``
 reads the inputs and applies the plan. Kept apart so that every rule of a tick (which states are
-unrecorded, which runs need a retry message, which jobs overstayed their max wait, which intents
-are stuck) is tested as a table of cases without a server.
+unrecorded, which runs need a retry message, which jobs stayed queued past their limit, which
+intents are stuck) is tested as a table of cases without a server.
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ from shared.model.jobstates import WAITING_STATES, is_terminal
 from shared.model.runs import LIVE_STATUSES, Attempt, Run, RunStatus, is_older_news
 from shared.policy import jobspec
 from shared.policy.due_retries import DueRetry, RetryCause, due_retry
-from shared.policy.max_wait import flex_start_max_wait
 from shared.policy.timing import (
     LIST_WINDOW_MARGIN,
     STUCK_INTENT_ALERT_AFTER,
 )
+from shared.policy.watchdogs import QueueLimitSource, queue_limit
 
 
 @dataclass(frozen=True)
@@ -45,13 +45,15 @@ class StateChange:
 
 @dataclass(frozen=True)
 class OverdueWait:
-    """A FLEX_START job waiting for machines past its max wait plus the grace: cancel, alert."""
+    """A job QUEUED or PENDING past its queue limit (``watchdogs.queue_limit``): alert, cancel;
+    its end is then capacity."""
 
     run_id: str
     job_name: str
     state: str
     waited: timedelta
     limit: timedelta
+    source: QueueLimitSource = QueueLimitSource.MAX_WAIT  # where the limit came from
 
 
 @dataclass(frozen=True)
@@ -139,7 +141,8 @@ def plan_tick(
             continue  # listed before the end the ledger recorded: neither a change nor a wait
         if _changed(run, job):
             changes.append(StateChange(run.run_id, job.name, job.state.name))
-        waited_too_long = _overdue_wait(run.run_id, job, last, now, grace)
+        template = templates.get(run.template)
+        waited_too_long = _overdue_wait(run.run_id, job, last, template, now, grace)
         if waited_too_long is not None:
             overdue.append(waited_too_long)
     return TickPlan(tuple(changes), tuple(due), tuple(overdue), tuple(stuck), tuple(unlisted))
@@ -157,15 +160,17 @@ def _changed(run: Run, job: CustomJob) -> bool:
 
 
 def _overdue_wait(
-    run_id: str, job: CustomJob, attempt: Attempt, now: datetime, grace: timedelta
+    run_id: str,
+    job: CustomJob,
+    attempt: Attempt,
+    template: Template | None,
+    now: datetime,
+    grace: timedelta,
 ) -> OverdueWait | None:
-    if job.state.name not in WAITING_STATES:
-        return None
-    max_wait = flex_start_max_wait(job, attempt)
-    if max_wait is None or job.create_time is None:
+    if job.state.name not in WAITING_STATES or job.create_time is None:
         return None
     waited = now - job.create_time
-    limit = max_wait + grace
-    if waited <= limit:
+    limit = queue_limit(template, job, attempt, grace)
+    if waited <= limit.limit:
         return None
-    return OverdueWait(run_id, job.name, job.state.name, waited, limit)
+    return OverdueWait(run_id, job.name, job.state.name, waited, limit.limit, limit.source)

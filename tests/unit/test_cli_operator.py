@@ -62,6 +62,20 @@ def attempt(number: int, placement: dict[str, object], state: str, job: str | No
             "us-east4  FAILED  #3 in 90s (infrastructure)  no_placement  43",
             id="waiting-for-its-backoff",
         ),
+        pytest.param(
+            a_run(
+                RunStatus.WAITING_RETRY,
+                alerts=(
+                    "no_placement@2026-12-01T06:00:00Z/day0",
+                    "no_placement@2026-12-01T06:00:00Z/day1",
+                    "watchdog_overdue_wait@attempt1",
+                ),
+                next_retry=RetryPlan(NOW, 1, 0, "no placement could take the job"),
+            ),
+            "r-0123456789abcdef01234567  WAITING_RETRY  resnet-a100  -  -  -  "
+            "#1 due (no placement could take the job)  no_placement,watchdog_overdue_wait  -",
+            id="alert-claims-shown-by-reason",
+        ),
     ],
 )
 def test_status_table_row(the_run: Run, row: str) -> None:

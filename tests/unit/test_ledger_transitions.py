@@ -10,6 +10,7 @@ from run_builders import NOW, a_run, an_attempt, job_name
 
 from shared.adapters.ledger import (
     AttemptOutcome,
+    CancelReason,
     InvalidTransition,
     RetryPlan,
     Run,
@@ -25,9 +26,17 @@ from shared.adapters.ledger import (
     with_retry_published,
     with_waiting_cancelled,
 )
-from shared.model.runs import owed_actions
+from shared.model.runs import (
+    cancel_reason_of,
+    owed_actions,
+    with_claimed_attempt,
+    with_job,
+    with_placement_wait,
+    with_reopened,
+)
 
 JOB_1, JOB_2 = job_name(1), job_name(2)
+DAY = timedelta(days=1)
 
 
 ONE_QUEUED = a_run(RunStatus.SUBMITTED, an_attempt(1, job_name=JOB_1, state="JOB_STATE_QUEUED"))
@@ -194,6 +203,57 @@ def test_a_cancel_request_is_noted_once_on_the_attempt_with_a_job() -> None:
     assert run_from_document(run_to_document(noted)) == noted
     with pytest.raises(InvalidTransition, match="no job for attempt 2"):
         with_cancel_requested(ONE_QUEUED, 2, first)
+
+
+@pytest.mark.parametrize(
+    ("first", "then", "reason"),
+    [
+        (CancelReason.QUEUE_TIMEOUT, CancelReason.QUEUE_TIMEOUT, CancelReason.QUEUE_TIMEOUT),
+        # A human meant to stop the run: the watchdog's capacity reading gives way.
+        (CancelReason.QUEUE_TIMEOUT, CancelReason.OPERATOR, CancelReason.OPERATOR),
+        # The watchdog's later request does not turn an operator's cancel into capacity.
+        (CancelReason.OPERATOR, CancelReason.QUEUE_TIMEOUT, CancelReason.OPERATOR),
+    ],
+)
+def test_a_cancels_reason_is_kept_and_an_operators_wins(
+    first: CancelReason, then: CancelReason, reason: CancelReason
+) -> None:
+    noted = with_cancel_requested(ONE_QUEUED, 1, NOW, first)
+    again = with_cancel_requested(noted, 1, NOW + timedelta(minutes=5), then)
+
+    assert cancel_reason_of(again.attempts[0]) is reason
+    assert again.attempts[0].cancel_requested_at == NOW
+    assert run_from_document(run_to_document(again)) == again
+
+
+def test_a_cancel_recorded_without_a_reason_reads_as_an_operators() -> None:
+    old = replace(ONE_QUEUED.attempts[0], cancel_requested_at=NOW)
+    assert cancel_reason_of(old) is CancelReason.OPERATOR
+    assert cancel_reason_of(ONE_QUEUED.attempts[0]) is None
+
+
+def test_a_wait_for_a_placement_keeps_its_start_until_a_job_is_recorded() -> None:
+    plan = RetryPlan(NOW, 1, 0, "no placement could take the job")
+    accepted = a_run(RunStatus.ACCEPTED)
+
+    waiting = with_placement_wait(accepted, plan, NOW)
+    still = with_placement_wait(waiting, replace(plan, at=NOW + timedelta(hours=1)), NOW + DAY)
+    claimed = with_claimed_attempt(still, an_attempt(1))
+    created = with_job(claimed, 1, JOB_1, "JOB_STATE_QUEUED")
+
+    assert waiting.status is RunStatus.WAITING_RETRY and waiting.no_placement_since == NOW
+    assert still.no_placement_since == NOW  # kept across retries
+    assert claimed.no_placement_since == NOW  # a claim may still find no job created
+    assert created.no_placement_since is None
+    assert run_from_document(run_to_document(still)) == still
+
+
+def test_an_operators_reopen_starts_a_new_wait() -> None:
+    plan = RetryPlan(NOW, 1, 0, "no placement could take the job")
+    waited = with_placement_wait(a_run(RunStatus.ACCEPTED), plan, NOW)
+    failed = replace(waited, status=RunStatus.FAILED, next_retry=None)
+
+    assert with_reopened(failed, plan).no_placement_since is None
 
 
 @pytest.mark.parametrize(

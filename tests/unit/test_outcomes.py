@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 from google.cloud import aiplatform_v1
 from google.rpc import status_pb2
 
 from shared.config.model import FailureClass
+from shared.model.runs import CancelReason
 from shared.policy.classify import (
+    CANCEL_REQUESTED_RULE,
     CLASSIFICATION_RULES,
+    QUEUE_TIMEOUT_RULE,
     Classification,
     NotTerminal,
     classify,
@@ -413,3 +418,79 @@ def test_a_job_we_asked_to_cancel_ends_cancelled_short_of_success(
 def test_a_failed_job_nobody_cancelled_is_a_failure() -> None:
     error = status_pb2.Status(code=3, message="exit status 143")
     assert classify(_job("JOB_STATE_FAILED", error)).failure is not FailureClass.CANCELLED
+
+
+@pytest.mark.parametrize(
+    ("state", "error", "started", "reason", "failure", "evidence"),
+    [
+        # The queue watchdog's cancel: the placement did not take the job in time.
+        (
+            "JOB_STATE_CANCELLED",
+            status_pb2.Status(code=1, message="CANCELED"),
+            False,
+            CancelReason.QUEUE_TIMEOUT,
+            "capacity",
+            QUEUE_TIMEOUT_RULE,
+        ),
+        (
+            "JOB_STATE_FAILED",
+            None,
+            False,
+            CancelReason.QUEUE_TIMEOUT,
+            "capacity",
+            QUEUE_TIMEOUT_RULE,
+        ),
+        # It started before the cancel reached it, then failed: read by its error.
+        (
+            "JOB_STATE_FAILED",
+            status_pb2.Status(code=13, message="Internal error occurred."),
+            True,
+            CancelReason.QUEUE_TIMEOUT,
+            "infrastructure",
+            "internal error",
+        ),
+        (
+            "JOB_STATE_CANCELLED",
+            None,
+            True,
+            CancelReason.QUEUE_TIMEOUT,
+            "capacity",
+            QUEUE_TIMEOUT_RULE,
+        ),
+        ("JOB_STATE_SUCCEEDED", None, True, CancelReason.QUEUE_TIMEOUT, None, "state succeeded"),
+        # An operator's cancel (or one recorded before reasons were kept) is never retried.
+        (
+            "JOB_STATE_CANCELLED",
+            None,
+            False,
+            CancelReason.OPERATOR,
+            "cancelled",
+            CANCEL_REQUESTED_RULE,
+        ),
+        ("JOB_STATE_CANCELLED", None, False, None, "cancelled", CANCEL_REQUESTED_RULE),
+        (
+            "JOB_STATE_CANCELLED",
+            None,
+            False,
+            CancelReason.DUPLICATE,
+            "cancelled",
+            CANCEL_REQUESTED_RULE,
+        ),
+    ],
+)
+def test_why_we_asked_for_the_cancel_decides_what_the_end_means(
+    state: str,
+    error: status_pb2.Status | None,
+    started: bool,
+    reason: CancelReason | None,
+    failure: str | None,
+    evidence: str,
+) -> None:
+    job = _job(state, error)
+    if started:
+        job.start_time = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+
+    result = classify(job, cancel_requested=True, cancel_reason=reason)
+
+    assert (result.failure.value if result.failure else None) == failure
+    assert result.evidence == evidence

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -36,6 +37,7 @@ from shared.policy.reconcile_plan import (
     plan_listings,
     plan_tick,
 )
+from shared.policy.watchdogs import QueueLimitSource
 
 GRACE = timedelta(minutes=30)
 
@@ -232,8 +234,21 @@ FLEX_6H_EAST = {"flex_start": {"max_wait": "21600s", "region": "us-east4"}}
 NOT_RECORDED: dict[str, Any] = {}  # an attempt stored before placements were recorded
 
 
-def overdue_by(hours: float, limit: timedelta, state: str = "JOB_STATE_QUEUED") -> OverdueWait:
-    return OverdueWait(RUN_ID, job_name(1), state, timedelta(hours=hours), limit)
+def overdue_by(
+    hours: float,
+    limit: timedelta,
+    state: str = "JOB_STATE_QUEUED",
+    source: QueueLimitSource = QueueLimitSource.MAX_WAIT,
+) -> OverdueWait:
+    return OverdueWait(RUN_ID, job_name(1), state, timedelta(hours=hours), limit, source)
+
+
+PR = "STRATEGY_UNSPECIFIED"  # a job on a persistent resource sets no scheduling strategy
+DAY = timedelta(days=1)  # the default max_queue of a placement without a max wait of its own
+
+
+def overdue_by_default(hours: float) -> OverdueWait:
+    return overdue_by(hours, DAY, source=QueueLimitSource.DEFAULT)
 
 
 LIMIT_2H = timedelta(hours=2, minutes=30)  # the recorded 2 h max wait plus the grace
@@ -263,20 +278,27 @@ LIMIT_2H = timedelta(hours=2, minutes=30)  # the recorded 2 h max wait plus the 
         pytest.param(
             FLEX_FOREVER,
             listed(1, "JOB_STATE_QUEUED", age=timedelta(days=3), max_wait="0s"),
-            None,
-            id="max-wait-0-waits-forever",
+            overdue_by_default(72),
+            id="max-wait-0-queues-a-day-by-default",
         ),
-        # The ledger's placement is what we asked for; the listed job may not say it.
         pytest.param(
             FLEX_FOREVER,
-            listed(1, "JOB_STATE_QUEUED", age=timedelta(days=3), max_wait=None),
+            listed(1, "JOB_STATE_QUEUED", age=timedelta(hours=23), max_wait="0s"),
             None,
+            id="max-wait-0-within-the-day",
+        ),
+        # The ledger's placement is what we asked for; the listed job may not say it: its
+        # default max wait (1 day) plus the grace would leave it alone at 24h10m.
+        pytest.param(
+            FLEX_FOREVER,
+            listed(1, "JOB_STATE_QUEUED", age=timedelta(hours=24, minutes=10), max_wait=None),
+            overdue_by_default(24 + 10 / 60),
             id="recorded-0-wins-over-a-zero-the-service-dropped",
         ),
         pytest.param(
             FLEX_FOREVER,
-            listed(1, "JOB_STATE_QUEUED", age=timedelta(days=3), max_wait="86400s"),
-            None,
+            listed(1, "JOB_STATE_QUEUED", age=timedelta(hours=24, minutes=10), max_wait="86400s"),
+            overdue_by_default(24 + 10 / 60),
             id="recorded-0-wins-over-a-default-the-service-filled-in",
         ),
         pytest.param(
@@ -312,19 +334,27 @@ LIMIT_2H = timedelta(hours=2, minutes=30)  # the recorded 2 h max wait plus the 
         pytest.param(
             NOT_RECORDED,
             listed(1, "JOB_STATE_QUEUED", age=timedelta(days=3), max_wait="0s"),
-            None,
+            overdue_by_default(72),
             id="no-recorded-placement-job-says-0",
         ),
         pytest.param(
             POOL,
             listed(1, "JOB_STATE_QUEUED", age=timedelta(days=3), strategy="STRATEGY_UNSPECIFIED"),
+            overdue_by_default(72),
+            id="persistent-resource-queues-a-day-by-default",
+        ),
+        pytest.param(
+            POOL,
+            listed(
+                1, "JOB_STATE_PENDING", age=timedelta(hours=23), strategy="STRATEGY_UNSPECIFIED"
+            ),
             None,
-            id="persistent-resource-queue-has-no-max-wait",
+            id="persistent-resource-within-the-day",
         ),
         pytest.param(
             NOT_RECORDED,
             listed(1, "JOB_STATE_QUEUED", age=timedelta(days=3), strategy="STRATEGY_UNSPECIFIED"),
-            None,
+            overdue_by_default(72),
             id="no-recorded-placement-not-flex-start",
         ),
         pytest.param(
@@ -341,6 +371,45 @@ def test_watchdog(placement: dict[str, Any], job: CustomJob, overdue: OverdueWai
 
     assert plan.overdue == ((overdue,) if overdue else ())
     assert plan.changes == ()
+
+
+@pytest.mark.parametrize(
+    ("placement", "job", "overdue"),
+    [
+        pytest.param(
+            POOL,
+            listed(1, "JOB_STATE_QUEUED", age=timedelta(hours=1, minutes=1), strategy=PR),
+            overdue_by(1 + 1 / 60, timedelta(hours=1), source=QueueLimitSource.MAX_QUEUE),
+            id="persistent-resource-past-max-queue",
+        ),
+        pytest.param(
+            FLEX_2H,
+            listed(1, "JOB_STATE_QUEUED", age=timedelta(hours=1, minutes=1)),
+            overdue_by(1 + 1 / 60, timedelta(hours=1), source=QueueLimitSource.MAX_QUEUE),
+            id="max-queue-shorter-than-the-max-wait-wins",
+        ),
+        pytest.param(
+            FLEX_FOREVER,
+            listed(1, "JOB_STATE_QUEUED", age=timedelta(minutes=59), max_wait="0s"),
+            None,
+            id="within-max-queue",
+        ),
+    ],
+)
+def test_max_queue_of_the_template_applies_to_every_placement(
+    placement: dict[str, Any], job: CustomJob, overdue: OverdueWait | None
+) -> None:
+    hourly = replace(TEMPLATE, max_queue=timedelta(hours=1))
+    recorded = attempt(job=1, state=job.state.name, placement=placement)
+    plan = plan_tick(
+        [run(RunStatus.SUBMITTED, recorded)],
+        {job.name: job},
+        {hourly.name: hourly},
+        now=NOW,
+        grace=GRACE,
+    )
+
+    assert plan.overdue == ((overdue,) if overdue else ())
 
 
 @pytest.mark.parametrize(

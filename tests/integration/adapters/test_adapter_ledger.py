@@ -241,6 +241,25 @@ def test_no_placement_makes_an_unchanged_run_wait(ledger: Ledger) -> None:
     assert ledger.get_run(opened.run.run_id) == waiting
 
 
+def test_a_run_given_up_for_want_of_a_placement_fails_unless_it_moved_on(ledger: Ledger) -> None:
+    opened, _ = ledger.open_run(new_run())
+    plan = RetryPlan(NOW, 1, 0, "no placement could take the job")
+    waiting = ledger.wait_for_retry(opened, plan, NOW - timedelta(days=8))
+    ledger.record_alert(opened.run.run_id, "no_placement@end")  # the give-up alert's claim
+
+    failed = ledger.fail_waiting(waiting)
+
+    assert failed.run.status is RunStatus.FAILED
+    assert failed.run.alerts == ("no_placement@end",)  # the claim made in between is kept
+    assert failed.run.no_placement_since == NOW - timedelta(days=8)
+    other, _ = ledger.open_run(new_run("r-0123456789abcdef0123456a"))
+    read = ledger.wait_for_retry(other, plan)
+    ledger.claim_attempt(read, attempt(1))  # another delivery found a placement meanwhile
+    with pytest.raises(LedgerConflict):
+        ledger.fail_waiting(read)
+    assert ledger.get_run(other.run.run_id).run.status is RunStatus.SUBMITTING
+
+
 def test_racing_claims_one_wins(ledger: Ledger) -> None:
     opened, _ = ledger.open_run(new_run())
     start = Barrier(RACERS)

@@ -13,11 +13,12 @@ from run_builders import a_run, an_attempt
 
 from emulator_stack import LOCAL_PROJECT
 from shared.adapters import vertex
-from shared.adapters.ledger import RunStatus
+from shared.adapters.ledger import CancelReason, RunStatus
 from shared.handlers.reconcile import WatchdogReason, reconcile
 from shared.model.results import DispatchOutcome
 
 PAGE_SIZE = vertex.LIST_PAGE_SIZE
+OVERDUE_CLAIM = f"{WatchdogReason.OVERDUE_WAIT.value}@attempt1"  # once per attempt
 RUNS_PER_REGION = 150
 CPU_JOB = {
     "displayName": "cpu-probe",
@@ -102,9 +103,11 @@ def test_the_watchdog_cancels_a_job_waiting_past_its_max_wait_and_alerts_once(
     assert alert.body()["reason"] == WatchdogReason.OVERDUE_WAIT.value
     assert "is cancelling it" in alert.body()["message"]
     assert second.alerts_sent == 0
-    assert WatchdogReason.OVERDUE_WAIT.value in world.run(starved.run_id).alerts
-    # Noted on the attempt: however the job now ends, its end is read as our cancel.
-    assert world.run(starved.run_id).last_attempt.cancel_requested_at is not None
+    assert OVERDUE_CLAIM in world.run(starved.run_id).alerts
+    # Noted on the attempt: however the job now ends, its end is read as the watchdog's cancel.
+    last = world.run(starved.run_id).last_attempt
+    assert last.cancel_requested_at is not None
+    assert last.cancel_reason == CancelReason.QUEUE_TIMEOUT
 
 
 def test_two_reconciles_at_once_make_no_duplicate_jobs_or_alerts(world: World) -> None:
@@ -131,4 +134,4 @@ def test_two_reconciles_at_once_make_no_duplicate_jobs_or_alerts(world: World) -
     assert [a.body()["reason"] for a in of_run(alerts, starved.run_id)] == [
         WatchdogReason.OVERDUE_WAIT.value
     ]
-    assert world.run(starved.run_id).alerts.count(WatchdogReason.OVERDUE_WAIT.value) == 1
+    assert world.run(starved.run_id).alerts.count(OVERDUE_CLAIM) == 1

@@ -9,7 +9,7 @@ from reconcile_test_support import CONFIG, World
 
 from emulator_stack import LOCAL_PROJECT, FirestoreEmulator
 from shared.adapters import clients
-from shared.adapters.ledger import DEFAULT_COLLECTION, Ledger
+from shared.adapters.ledger import DEFAULT_COLLECTION, CancelReason, Ledger
 from tooling import main
 
 
@@ -57,7 +57,9 @@ def test_cancel_cancels_the_last_job_and_retry_publishes_the_next_attempt(
 
     [cancel] = operator_world.vertex.requests("CancelCustomJob")
     assert cancel["resource"] == started.job_name
-    assert operator_world.run(started.run_id).attempts[0].cancel_requested_at is not None
+    cancelled = operator_world.run(started.run_id).attempts[0]
+    assert cancelled.cancel_requested_at is not None
+    assert cancelled.cancel_reason == CancelReason.OPERATOR  # never retried as capacity
     [retry] = operator_world.retries.pull()
     assert retry.attributes == {"vertex_dispatch_kind": "retry"}
     assert retry.body() == {

@@ -75,6 +75,8 @@ def test_the_example_config_exercises_every_feature() -> None:
         if isinstance(p, FlexStartPlacement)
     )
     assert config.completions_topic == "projects/acme-ml/topics/training-completions"
+    assert config.templates["bert-package"].max_queue == timedelta(hours=12)
+    assert config.templates["bert-package"].no_placement_give_up == timedelta(days=2)
     resnet = config.templates["resnet-a100"]
     assert resnet.retry.attempts == 4
     assert resnet.retry.retry_on == {
@@ -301,6 +303,17 @@ POOL = f"{T}.worker_pools[0]"
             "16 GPUs",
         ),
         (f"{T}.timeout", "7d", f"{T}.timeout", "168 GPU-hours"),
+        (f"{T}.max_queue", "soon", f"{T}.max_queue", "not a duration"),
+        (f"{T}.max_queue", 0, f"{T}.max_queue", "longer than 0s"),
+        (f"{T}.max_queue", "0s", f"{T}.max_queue", "longer than 0s"),
+        (f"{T}.max_queue", -60, f"{T}.max_queue", "cannot be negative"),
+        (f"{T}.max_qeue", "1h", f"{T}.max_qeue", "did you mean 'max_queue'"),
+        ("no_placement_alert", "0m", "no_placement_alert", "longer than 0s"),
+        ("no_placement_give_up", "a week", "no_placement_give_up", "not a duration"),
+        ("no_placement_give_up", "6h", "no_placement_give_up", "must be longer than"),
+        (f"{T}.no_placement_alert", 0, f"{T}.no_placement_alert", "longer than 0s"),
+        (f"{T}.no_placement_give_up", "1h", f"{T}.no_placement_give_up", "must be longer than"),
+        (f"{T}.no_placement_alert", "8d", f"{T}.no_placement_alert", "must be longer than"),
         (f"{T}.timeout", DELETE, f"{T}.timeout", "max_gpu_hours_per_job"),
     ],
 )
@@ -314,6 +327,26 @@ def test_each_broken_rule_is_reported_at_its_key_path(
         problem.path == reported_at and says in problem.message for problem in raised.value.problems
     ), messages
     assert SOURCE in str(raised.value)
+
+
+def test_the_watchdog_limits_load_with_their_defaults() -> None:
+    plain = parse(base_config())
+    assert (plain.no_placement_alert, plain.no_placement_give_up) == (
+        timedelta(hours=6),
+        timedelta(days=7),
+    )
+    assert plain.templates["resnet"].max_queue is None
+    config = with_value(base_config(), f"{T}.max_queue", "90m")
+    config = with_value(config, f"{T}.no_placement_give_up", "2d")
+    config = with_value(config, "no_placement_alert", "1h")
+    loaded = parse(config)
+    template = loaded.templates["resnet"]
+    assert template.max_queue == timedelta(minutes=90)
+    assert (template.no_placement_alert, template.no_placement_give_up) == (
+        None,
+        timedelta(days=2),
+    )
+    assert loaded.no_placement_alert == timedelta(hours=1)
 
 
 @pytest.mark.parametrize(
