@@ -2,9 +2,12 @@
 
 Plain data, so that the policy can decide which alert a run owes without importing the adapter
 that sends it (``shared.adapters.alerts``: the log line, the alerts topic, the webhook). The
-message on the alerts topic (data: UTF-8 JSON; attributes: ``schema``, ``reason``, ``severity``,
-``run_id``, ``template`` for subscription filters) is ``Alert.to_json``, documented in
-``shared.adapters.alerts``.
+message on the alerts topic (data: UTF-8 JSON; attributes: ``schema``, ``alert_id``, ``reason``,
+``severity``, ``run_id``, ``template`` for subscription filters) is ``Alert.to_json``, documented
+in ``shared.adapters.alerts``.
+
+Alerts are delivered at least once (docs/messages.md, "Alerts"): ``alert_id`` names the alert,
+not the message, so that a receiver drops a second copy of the same alert by it.
 """
 
 from __future__ import annotations
@@ -15,6 +18,22 @@ from dataclasses import dataclass
 from typing import Any
 
 SCHEMA = "vertex-dispatch.alert.v1"
+"""Still v1 with ``alert_id``: a field was added, none changed meaning or went away."""
+RUN_LEVEL_ATTEMPT = 0
+"""The attempt number of an alert about the run as a whole (no attempt is involved: an event
+refused before any attempt, a retry that cannot be published, a template gone)."""
+
+
+def alert_id(run_id: str, attempt: int, reason: str) -> str:
+    """The id of the alert ``reason`` about attempt ``attempt`` of run ``run_id``.
+
+    A pure function of the three, so that the same alert sent twice (its publish answered too
+    late, the ledger's claim given back, the event delivered again) carries the same id, while
+    two different alerts never share one: ``run_id`` is ``r-`` + hex, an attempt a number and a
+    reason a lowercase token, none containing ``/``. Readable on purpose: it is searched for in
+    logs and chat rooms.
+    """
+    return f"{run_id}/{attempt}/{reason}"
 
 
 class Severity(enum.StrEnum):
@@ -50,11 +69,18 @@ class Alert:
     what_to_do: str
     attempts: tuple[Mapping[str, Any], ...] = ()
     severity: Severity = Severity.ERROR
+    attempt: int = RUN_LEVEL_ATTEMPT  # the attempt the alert is about; 0: the run as a whole
+
+    @property
+    def alert_id(self) -> str:
+        """The alert's stable id: the same for every copy of this alert (``alert_id``)."""
+        return alert_id(self.run_id, self.attempt, str(self.reason))
 
     def to_json(self) -> dict[str, Any]:
         """The alert as the JSON body published on the alerts topic."""
         return {
             "schema": SCHEMA,
+            "alert_id": self.alert_id,
             "run_id": self.run_id,
             "run_key": self.run_key,
             "template": self.template,
@@ -70,6 +96,7 @@ class Alert:
         """The Pub/Sub attributes, for subscriptions that filter on them."""
         return {
             "schema": SCHEMA,
+            "alert_id": self.alert_id,
             "reason": str(self.reason),
             "severity": self.severity.value,
             "run_id": self.run_id,
