@@ -19,6 +19,10 @@ One tick:
      ``timing.INTENT_LEASE`` without a job (dispatch reattaches by label or takes over), or
      that was accepted but never claimed; published again only ``RECOVERY_REPUBLISH_AFTER``
      (10 min) later, noted on the run, so a slow dispatch is not handed a copy every tick;
+   - duplicates: a listed job labelled with an attempt that records another job is cancelled,
+     alerted (``duplicate_job``, once per run) and noted on the attempt
+     (``handlers.duplicates.settle``; the rule is ``policy.duplicates``), once: a noted
+     duplicate is not planned again;
    - the watchdog: a FLEX_START job QUEUED or PENDING longer than its max wait plus
      ``watchdog_grace`` is cancelled and alerted (Vertex AI should have ended it); an intent
      still without a job after ``STUCK_INTENT_ALERT_AFTER`` is alerted;
@@ -59,11 +63,12 @@ from shared.adapters import retry_messages, vertex
 from shared.adapters.ledger import LedgerConflict, Run, RunSnapshot, RunStatus
 from shared.aiplatform import CustomJob
 from shared.config.durations import age_text
-from shared.handlers import actions, jobstate
+from shared.handlers import actions, duplicates, jobstate
 from shared.handlers.rejections import alert_once
 from shared.logs import log
 from shared.model.errors import DispatchError
 from shared.policy.due_retries import DueRetry
+from shared.policy.duplicates import Duplicates
 from shared.policy.reconcile_plan import (
     Listing,
     OverdueWait,
@@ -72,6 +77,7 @@ from shared.policy.reconcile_plan import (
     plan_listings,
     plan_tick,
 )
+from shared.policy.records import console_url
 
 if TYPE_CHECKING:
     from cloudevents.abstract import CloudEvent
@@ -117,6 +123,7 @@ class ReconcileReport:
     retries_published: Mapping[str, int] = field(default_factory=dict)  # per RetryCause
     actions_taken: Mapping[str, int] = field(default_factory=dict)  # by ensure_actions, per kind
     watchdog_cancels: int = 0  # CancelCustomJob calls
+    duplicate_jobs_cancelled: int = 0  # duplicates of an attempt's job, cancelled and noted
     alerts_sent: int = 0
     jobs_not_listed: tuple[str, ...] = ()
     errors: tuple[str, ...] = ()
@@ -169,6 +176,8 @@ def reconcile(services: Services, now: datetime) -> ReconcileReport:
         tick.cancel_overdue(read[waited.run_id].run, waited)
     for intent in plan.stuck:
         tick.alert_stuck_intent(read[intent.run_id].run, intent)
+    for extra in plan.duplicates:
+        tick.cancel_duplicates(read[extra.run_id].run, extra)
     for snapshot in (*snapshots, *owing):
         if snapshot.run.run_id not in applied:  # ensured already, on the freshly recorded run
             tick.ensure_actions(snapshot)
@@ -185,6 +194,7 @@ def reconcile(services: Services, now: datetime) -> ReconcileReport:
         retries_published=dict(tick.retries_published),
         actions_taken=dict(tick.actions_taken),
         watchdog_cancels=tick.cancels,
+        duplicate_jobs_cancelled=tick.duplicates_cancelled,
         alerts_sent=tick.alerts_sent,
         jobs_not_listed=plan.unlisted,
         errors=tuple(tick.errors),
@@ -208,6 +218,7 @@ class _Tick:
         self.retries_published: dict[str, int] = {}
         self.actions_taken: dict[str, int] = {}
         self.cancels = 0
+        self.duplicates_cancelled = 0
         self.alerts_sent = 0
         self.errors: list[str] = []
 
@@ -296,7 +307,7 @@ class _Tick:
                 "more than its FLEX_START max wait plus the watchdog grace "
                 f"({age_text(waited.limit)}), and Vertex AI had not ended it; the reconciler "
                 "is cancelling it. Console: "
-                f"{jobstate.console_url(waited.job_name)}"
+                f"{console_url(waited.job_name)}"
             ),
             what_to_do=(
                 "check the job in the console, the region's capacity for its GPUs, and the "
@@ -304,6 +315,7 @@ class _Tick:
                 f"queued rather than refusing it); then `vertex-dispatch retry {run.run_id}` or "
                 "add a placement to the chain"
             ),
+            attempt=_attempt_of(run, waited.job_name),
         )
         if not alerted:
             return
@@ -317,6 +329,19 @@ class _Tick:
             return
         else:
             self._note_cancel_requested(run, waited.job_name)
+
+    def cancel_duplicates(self, run: Run, extra: Duplicates) -> None:
+        """Cancel the duplicates of an attempt's job, alert once, note them (all idempotent:
+        whatever fails is counted, and the next tick, finding them un-noted, repeats it)."""
+        try:
+            _, sent, _ = duplicates.settle(
+                self.services.ledger, self.config, run, extra, trigger=run.run_key
+            )
+        except DispatchError as error:
+            self._failed(f"cancelling the duplicates {', '.join(extra.cancel)}", error, run.run_id)
+            return
+        self.duplicates_cancelled += len(extra.cancel)
+        self.alerts_sent += int(sent)
 
     def _note_cancel_requested(self, run: Run, job_name: str) -> None:
         """So that however the job now ends short of success, its end is read as our cancel."""
@@ -343,10 +368,11 @@ class _Tick:
                 "a missing template, a dead-lettered retry) and fix what they name; check the "
                 "requests topic's subscription reaches the function"
             ),
+            attempt=intent.attempt,
         )
 
     def _alert_once(
-        self, run: Run, reason: WatchdogReason, *, message: str, what_to_do: str
+        self, run: Run, reason: str, *, message: str, what_to_do: str, attempt: int
     ) -> bool:
         """``alert_once`` for the tick; False only when it failed (counted, and the claim given
         back, so the next tick tries again)."""
@@ -359,6 +385,7 @@ class _Tick:
                 reason=reason,
                 message=message,
                 what_to_do=what_to_do,
+                attempt=attempt,
             )
         except DispatchError as error:  # AlertNotSent, or the ledger
             self._failed(f"alerting {reason} for run {run.run_id}", error, run.run_id)
@@ -393,6 +420,11 @@ class _Tick:
             labels={"run_id": run_id} if run_id else None,
             error=str(error),
         )
+
+
+def _attempt_of(run: Run, job_name: str) -> int:
+    """The number of the attempt whose job is ``job_name`` (its alerts' id names it)."""
+    return next((a.number for a in run.attempts if a.job_name == job_name), 0)
 
 
 def _log_report(report: ReconcileReport) -> None:

@@ -18,7 +18,9 @@ The document (field names as stored)::
                                        intent_at, job_name (null until the job exists),
                                        state, error (map or null), decision (map or null),
                                        cancel_requested_at (null, or when we asked Vertex AI
-                                       to cancel the job)}
+                                       to cancel the job), duplicate_jobs (list of the names
+                                       of other jobs found for the attempt and cancelled:
+                                       ``shared.policy.duplicates``)}
     alerts                             list of alert reasons already sent
     notices                            list of other messages already published ("completion")
     next_retry                         null, or {at, attempt, placement_index, reason}: the
@@ -112,6 +114,9 @@ class Attempt:
     # ends short of success (CANCELLED, or FAILED when its code exits non-zero on SIGTERM), the
     # end is our cancel, never a failure to retry.
     cancel_requested_at: datetime | None = None
+    # Other jobs found with this attempt's labels, cancelled and alerted (policy/duplicates.py):
+    # their states and ends are never the attempt's.
+    duplicate_jobs: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -257,6 +262,27 @@ def with_cancel_requested(run: Run, attempt_number: int, at: datetime) -> Run:
     if attempt.cancel_requested_at is not None:
         return run
     return _with_attempt(run, replace(attempt, cancel_requested_at=at))
+
+
+def with_duplicate_jobs(run: Run, attempt_number: int, job_names: tuple[str, ...]) -> Run:
+    """``run`` noting ``job_names`` as duplicates of attempt ``attempt_number``'s job (cancelled
+    and alerted); unchanged when it notes them all already."""
+    attempt = run.attempt(attempt_number)
+    if attempt is None:
+        raise InvalidTransition(
+            f"run {run.run_id} has no attempt {attempt_number} to note duplicate jobs on"
+        )
+    if attempt.job_name in job_names:
+        raise InvalidTransition(
+            f"run {run.run_id} attempt {attempt_number}: its own job {attempt.job_name} cannot "
+            "be one of its duplicates"
+        )
+    added = tuple(name for name in job_names if name not in attempt.duplicate_jobs)
+    if not added:
+        return run
+    return _with_attempt(
+        run, replace(attempt, duplicate_jobs=tuple(sorted((*attempt.duplicate_jobs, *added))))
+    )
 
 
 def _with_attempt(run: Run, updated: Attempt) -> Run:
@@ -526,6 +552,7 @@ def _attempt_to_document(attempt: Attempt) -> dict[str, Any]:
         "error": dict(attempt.error) if attempt.error else None,
         "decision": dict(attempt.decision) if attempt.decision else None,
         "cancel_requested_at": attempt.cancel_requested_at,
+        "duplicate_jobs": list(attempt.duplicate_jobs),
     }
 
 
@@ -541,4 +568,5 @@ def _attempt_from_document(document: Mapping[str, Any]) -> Attempt:
         error=document.get("error"),
         decision=document.get("decision"),
         cancel_requested_at=document.get("cancel_requested_at"),
+        duplicate_jobs=tuple(document.get("duplicate_jobs") or ()),
     )
