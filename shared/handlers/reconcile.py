@@ -372,7 +372,7 @@ class _Tick:
         )
 
     def _alert_once(
-        self, run: Run, reason: str, *, message: str, what_to_do: str, attempt: int
+        self, run: Run, reason: WatchdogReason, *, message: str, what_to_do: str, attempt: int
     ) -> bool:
         """``alert_once`` for the tick; False only when it failed (counted, and the claim given
         back, so the next tick tries again)."""
