@@ -2,15 +2,20 @@
 
 The log line is written first, so that a log-based alert policy fires even when Pub/Sub is down;
 its Cloud Logging labels (``run_id``, ``run_key``, ``reason``, ``template``) are what such a
-policy filters and groups on. Then the message is published; if that fails, ``AlertNotSent``
-(transient) makes the platform deliver the event again, so the alert is not lost. Sending twice is
-prevented by the ledger (``Ledger.record_alert`` after a successful send), not here.
+policy filters and groups on, and its jsonPayload field ``alert_id`` names the alert. Then the
+message is published; if that fails, ``AlertNotSent`` (transient) makes the platform deliver the
+event again, so the alert is not lost. Sending twice is prevented by the ledger's claim
+(``Ledger.record_alert`` before the send, given back when it fails: ``rejections.alert_once``),
+not here; a publish that went through but answered too late is sent again, with the same
+``alert_id``, so the receiver drops the copy (docs/messages.md, "Alerts").
 
-The message on the alerts topic (data: UTF-8 JSON; attributes: ``schema``, ``reason``,
-``severity``, ``run_id``, ``template`` for subscription filters)::
+The message on the alerts topic (data: UTF-8 JSON; attributes: ``schema``, ``alert_id``,
+``reason``, ``severity``, ``run_id``, ``template`` for subscription filters)::
 
     {
       "schema": "vertex-dispatch.alert.v1",
+      "alert_id": "r-0123456789abcdef01234567/1/no_placement",  # run/attempt/reason: the
+                                                     # same for every copy of this alert
       "run_id": "r-0123456789abcdef01234567",
       "run_key": "gcs:acme-datasets/imagenet/2026-12-01/@1733100000000000",
       "template": "resnet-a100",                     # null when no template was chosen
@@ -74,6 +79,7 @@ def send_alert(
             "reason": str(alert.reason),
             "template": alert.template or "",
         },
+        alert_id=alert.alert_id,
         alert=payload,
     )
     data = json.dumps(payload, default=_json_value, ensure_ascii=False).encode()

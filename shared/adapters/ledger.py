@@ -58,6 +58,7 @@ from shared.model.runs import (
     with_cancel_requested,
     with_claimed_attempt,
     with_decision,
+    with_duplicate_jobs,
     with_job,
     with_notice,
     with_observed_state,
@@ -107,6 +108,7 @@ __all__ = [
     "with_cancel_requested",
     "with_claimed_attempt",
     "with_decision",
+    "with_duplicate_jobs",
     "with_job",
     "with_notice",
     "with_observed_state",
@@ -298,6 +300,15 @@ class Ledger:
         return self._apply(
             run_id, lambda run: with_cancel_requested(run, attempt_number, at, reason)
         )[0]
+
+    def record_duplicate_jobs(
+        self, run_id: str, attempt_number: int, job_names: tuple[str, ...]
+    ) -> RunSnapshot:
+        """Note ``job_names`` as duplicates of the attempt's job, cancelled and alerted (call it
+        after both: it is what tells later readers that nothing is left to do about them)."""
+        return self._apply(run_id, lambda run: with_duplicate_jobs(run, attempt_number, job_names))[
+            0
+        ]
 
     def reopen(self, run_id: str, next_retry: RetryPlan) -> RunSnapshot:
         """Reopen a failed, rejected or cancelled run for an operator's retry ``next_retry``."""

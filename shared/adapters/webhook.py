@@ -44,6 +44,8 @@ def alert_text(alert: Alert) -> str:
             + (f" on {attempt.get('job_name')}" if attempt.get("job_name") else "")
             + (f": {error}" if error else "")
         )
+    # The id a reader (or a bot) tells a second copy of this alert by: alerts are at least once.
+    lines.append(f"Alert id: `{alert.alert_id}`")
     return "\n".join(lines)
 
 

@@ -98,12 +98,23 @@ def _ensure_alerts(
                 message=alert["message"],
                 what_to_do=alert["what_to_do"],
                 severity=Severity(alert.get("severity", Severity.ERROR.value)),
+                attempt=_decided_by(run, alert["reason"]),
             )
         except TransientError as error:
             failures.append(error)
             continue
         sent.append(alert["reason"])
     return tuple(sent)
+
+
+def _decided_by(run: Run, reason: str) -> int:
+    """The attempt whose decision asks for the alert ``reason`` (the oldest, as
+    ``unsent_alerts`` picks it): a decision never changes, so neither does the alert's id."""
+    return next(
+        a.number
+        for a in run.attempts
+        if ((a.decision or {}).get("alert") or {}).get("reason") == reason
+    )
 
 
 def _ensure_completion(run: Run, services: Services, failures: list[TransientError]) -> bool:

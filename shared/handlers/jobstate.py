@@ -9,7 +9,10 @@ is read (docs/architecture.md, "Events are hints, state is read"):
    reconciler sees the job's state anyway;
 2. read the job once from Vertex AI; its labels ``vd-run``/``vd-attempt`` name the run and the
    attempt (a job without them is not ours: ignored);
-3. read the run. A state the attempt already records (with its decision, for a terminal state)
+3. read the run. A job of an attempt that records ANOTHER job is a duplicate
+   (``policy.duplicates``): it is cancelled and alerted once (``handlers.duplicates.settle``),
+   noted on the attempt, and its state is never the attempt's (``DUPLICATE``). A state the
+   attempt already records (with its decision, for a terminal state)
    changes nothing. A live state (queued, pending, running) is recorded. A terminal state of the
    run's last attempt is classified (``classify.classify``), decided (``decisions.decide``) and
    recorded in ONE compare-and-set with the decision, so the same hint twice makes one decision:
@@ -56,11 +59,6 @@ if TYPE_CHECKING:
 
 RUN_LABEL = "vd-run"  # shared.policy.jobspec.RUN_LABEL, without importing the protos it needs
 ATTEMPT_LABEL = "vd-attempt"
-CONSOLE_URL = (
-    "https://console.cloud.google.com/vertex-ai/locations/{region}/training/{job_id}/cpu"
-    "?project={project}"
-)
-"""Where a human looks at a CustomJob in the Google Cloud console."""
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +75,7 @@ class JobStateOutcome(enum.StrEnum):
     RECORDED = "recorded"  # a new live state, or a terminal state not to be decided
     DECIDED = "decided"  # a terminal state of the last attempt: classified, decided, recorded
     DEFERRED = "deferred"  # FAILED, its error not set yet: recorded, decided on a later read
+    DUPLICATE = "duplicate"  # a second job of an attempt that records another: cancelled
 
 
 @dataclass(frozen=True)
@@ -181,6 +180,8 @@ def record_job_state(
             attempt=attempt_number,
         )
         return JobStateResult(JobStateOutcome.UNKNOWN_RUN, run_id, job.name, state), None
+    if attempt.job_name is not None and attempt.job_name != job.name:
+        return _duplicate(job, snapshot, attempt, services)
     if _already_recorded(attempt, state):
         outcome = JobStateOutcome.UNCHANGED
     elif is_terminal(state) and _decidable(snapshot, attempt_number):
@@ -209,6 +210,47 @@ def record_job_state(
     )
     status = snapshot.run.status.value
     return JobStateResult(outcome, run_id, job.name, state, detail=status), snapshot
+
+
+def _duplicate(
+    job: aiplatform_v1.CustomJob, snapshot: RunSnapshot, attempt: Attempt, services: Services
+) -> tuple[JobStateResult, RunSnapshot]:
+    """``job`` carries the labels of an attempt that records another job: keep the recorded
+    one, cancel and alert ``job`` unless that was done; the job's state is never recorded."""
+    from shared.handlers import duplicates
+    from shared.handlers.actions import trigger_line
+    from shared.policy.duplicates import FoundJob, sort_out
+
+    run = snapshot.run
+    found = sort_out(
+        run.run_id,
+        attempt.number,
+        attempt.job_name,
+        [FoundJob(job.name, job.create_time)],
+        already=attempt.duplicate_jobs,
+    )
+    if found is not None:
+        _, _, snapshot = duplicates.settle(
+            services.ledger, services.config, run, found, trigger=trigger_line(run)
+        )
+    else:
+        log(
+            logger,
+            logging.INFO,
+            "job state of a duplicate job ignored: it was cancelled and alerted already",
+            labels=_labels(snapshot),
+            job=job.name,
+            state=job.state.name,
+            kept=attempt.job_name,
+        )
+    result = JobStateResult(
+        JobStateOutcome.DUPLICATE,
+        run.run_id,
+        job.name,
+        job.state.name,
+        detail=f"attempt {attempt.number} keeps {attempt.job_name}",
+    )
+    return result, snapshot
 
 
 def _read_job(hint: JobHint, services: Services) -> aiplatform_v1.CustomJob | None:
@@ -358,6 +400,8 @@ def decision_record(
 
     ``completes`` is False when the config has no completions topic: no completion is then owed.
     """
+    from shared.policy.records import console_url
+
     alert = None
     if decision.alert is not None:
         alert = {
@@ -378,13 +422,6 @@ def decision_record(
         "output_directory": job.job_spec.base_output_directory.output_uri_prefix or None,
         "decided_at": now,
     }
-
-
-def console_url(job_name: str) -> str:
-    """The Google Cloud console page of the CustomJob ``job_name``."""
-    parts = job_name.split("/")
-    project, region, job_id = parts[1], parts[3], parts[-1]
-    return CONSOLE_URL.format(region=region, job_id=job_id, project=project)
 
 
 def _failure_name(classification: Classification) -> str:

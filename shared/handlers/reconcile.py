@@ -19,6 +19,10 @@ One tick:
      ``timing.INTENT_LEASE`` without a job (dispatch reattaches by label or takes over), or
      that was accepted but never claimed; published again only ``RECOVERY_REPUBLISH_AFTER``
      (10 min) later, noted on the run, so a slow dispatch is not handed a copy every tick;
+   - duplicates: a listed job labelled with an attempt that records another job is cancelled,
+     alerted (``duplicate_job``, once per run) and noted on the attempt
+     (``handlers.duplicates.settle``; the rule is ``policy.duplicates``), once: a noted
+     duplicate is not planned again;
    - the queue watchdog: a job QUEUED or PENDING longer than its limit
      (``watchdogs.queue_limit``: the template's ``max_queue``, else a FLEX_START max wait plus
      ``watchdog_grace``, else 24 h) is alerted once, noted as our ``queue_timeout`` cancel and
@@ -61,11 +65,12 @@ from shared.adapters import retry_messages, vertex
 from shared.adapters.ledger import CancelReason, LedgerConflict, Run, RunSnapshot, RunStatus
 from shared.aiplatform import CustomJob
 from shared.config.durations import age_text
-from shared.handlers import actions, jobstate
+from shared.handlers import actions, duplicates, jobstate
 from shared.handlers.rejections import alert_once
 from shared.logs import log
 from shared.model.errors import DispatchError
 from shared.policy.due_retries import DueRetry
+from shared.policy.duplicates import Duplicates
 from shared.policy.reconcile_plan import (
     Listing,
     OverdueWait,
@@ -74,6 +79,7 @@ from shared.policy.reconcile_plan import (
     plan_listings,
     plan_tick,
 )
+from shared.policy.records import console_url
 from shared.policy.watchdogs import alert_claim, describe_queue_limit
 
 if TYPE_CHECKING:
@@ -120,6 +126,7 @@ class ReconcileReport:
     retries_published: Mapping[str, int] = field(default_factory=dict)  # per RetryCause
     actions_taken: Mapping[str, int] = field(default_factory=dict)  # by ensure_actions, per kind
     watchdog_cancels: int = 0  # CancelCustomJob calls
+    duplicate_jobs_cancelled: int = 0  # duplicates of an attempt's job, cancelled and noted
     alerts_sent: int = 0
     jobs_not_listed: tuple[str, ...] = ()
     errors: tuple[str, ...] = ()
@@ -172,6 +179,8 @@ def reconcile(services: Services, now: datetime) -> ReconcileReport:
         tick.cancel_overdue(read[waited.run_id].run, waited)
     for intent in plan.stuck:
         tick.alert_stuck_intent(read[intent.run_id].run, intent)
+    for extra in plan.duplicates:
+        tick.cancel_duplicates(read[extra.run_id].run, extra)
     for snapshot in (*snapshots, *owing):
         if snapshot.run.run_id not in applied:  # ensured already, on the freshly recorded run
             tick.ensure_actions(snapshot)
@@ -188,6 +197,7 @@ def reconcile(services: Services, now: datetime) -> ReconcileReport:
         retries_published=dict(tick.retries_published),
         actions_taken=dict(tick.actions_taken),
         watchdog_cancels=tick.cancels,
+        duplicate_jobs_cancelled=tick.duplicates_cancelled,
         alerts_sent=tick.alerts_sent,
         jobs_not_listed=plan.unlisted,
         errors=tuple(tick.errors),
@@ -211,6 +221,7 @@ class _Tick:
         self.retries_published: dict[str, int] = {}
         self.actions_taken: dict[str, int] = {}
         self.cancels = 0
+        self.duplicates_cancelled = 0
         self.alerts_sent = 0
         self.errors: list[str] = []
 
@@ -306,7 +317,7 @@ class _Tick:
                 f"{age_text(waited.waited)}, more than {describe_queue_limit(waited.source)} "
                 f"({age_text(waited.limit)}); the reconciler is cancelling it, and the run moves "
                 "on as after a capacity failure (the next placement of the chain, as its retry "
-                f"policy says). Console: {jobstate.console_url(waited.job_name)}"
+                f"policy says). Console: {console_url(waited.job_name)}"
             ),
             what_to_do=(
                 "check the job in the console, the region's capacity for its GPUs (or the "
@@ -315,6 +326,7 @@ class _Tick:
                 "jobs of this template queue longer, raise its max_queue; or add a placement "
                 "to the chain"
             ),
+            attempt=last.number,
         )
         if not alerted:
             return
@@ -333,6 +345,19 @@ class _Tick:
         except DispatchError as error:
             self._failed(f"cancelling {waited.job_name}", error, run.run_id)
 
+    def cancel_duplicates(self, run: Run, extra: Duplicates) -> None:
+        """Cancel the duplicates of an attempt's job, alert once, note them (all idempotent:
+        whatever fails is counted, and the next tick, finding them un-noted, repeats it)."""
+        try:
+            _, sent, _ = duplicates.settle(
+                self.services.ledger, self.config, run, extra, trigger=run.run_key
+            )
+        except DispatchError as error:
+            self._failed(f"cancelling the duplicates {', '.join(extra.cancel)}", error, run.run_id)
+            return
+        self.duplicates_cancelled += len(extra.cancel)
+        self.alerts_sent += int(sent)
+
     def alert_stuck_intent(self, run: Run, intent: StuckIntent) -> None:
         self._alert_once(
             run,
@@ -347,6 +372,7 @@ class _Tick:
                 "a missing template, a dead-lettered retry) and fix what they name; check the "
                 "requests topic's subscription reaches the function"
             ),
+            attempt=intent.attempt,
         )
 
     def _alert_once(
@@ -356,6 +382,7 @@ class _Tick:
         *,
         message: str,
         what_to_do: str,
+        attempt: int,
         claim: str | None = None,
     ) -> bool:
         """``alert_once`` for the tick; False only when it failed (counted, and the claim given
@@ -370,6 +397,7 @@ class _Tick:
                 message=message,
                 what_to_do=what_to_do,
                 claim=claim,
+                attempt=attempt,
             )
         except DispatchError as error:  # AlertNotSent, or the ledger
             self._failed(f"alerting {reason} for run {run.run_id}", error, run.run_id)

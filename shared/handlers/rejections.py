@@ -8,6 +8,9 @@ is neither doubled by concurrent deliveries or ticks nor lost to a failed publis
 left is a process killed between the claim and the publish: the Pub/Sub copy is then lost, but
 ``send_alert`` writes its ERROR log line (what log-based alert policies watch) before it publishes.
 The other order, sending before recording, doubles an alert whenever two deliveries or ticks race.
+A copy can still go out (a publish that went through but answered too late gives the claim back,
+and the redelivery sends again): every copy carries the same ``alert_id``, a function of the run,
+the ``attempt`` the caller names and the reason, by which a receiver drops it.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from typing import Any
 from shared.adapters.alerts import send_alert
 from shared.adapters.ledger import Ledger, Run, RunSnapshot, RunStatus
 from shared.config.model import Config
-from shared.model.alerts import Alert, Severity
+from shared.model.alerts import RUN_LEVEL_ATTEMPT, Alert, Severity
 
 
 def attempts_summary(run: Run) -> tuple[Mapping[str, Any], ...]:
@@ -46,6 +49,7 @@ def alert_once(
     what_to_do: str,
     severity: Severity = Severity.ERROR,
     claim: str | None = None,
+    attempt: int = RUN_LEVEL_ATTEMPT,
 ) -> bool:
     """Claim the alert ``reason`` for the run and send it, unless it was claimed already;
     whether this call sent it. A failed send gives the claim back and raises.
@@ -53,7 +57,10 @@ def alert_once(
     ``claim`` is the key claimed in the run's ``alerts`` when the reason may be alerted more
     than once per run (``policy.watchdogs.alert_claim``: per attempt, per day of a wait);
     by default the reason itself: once per run. It goes to the config's alerts topic (and its
-    webhook, when one is configured).
+    webhook, when one is configured). ``attempt`` is the number of the attempt the alert is
+    about (0: the run as a whole); with the run and the claim it makes the alert's
+    ``alert_id``, so a caller must name the same attempt each time it sends the same alert
+    (a number read from the event or the decision, never "the last attempt now").
     """
     claim = claim or reason
     if claim in run.alerts or not ledger.record_alert(run.run_id, claim):
@@ -70,6 +77,8 @@ def alert_once(
                 what_to_do=what_to_do,
                 attempts=attempts_summary(run),
                 severity=severity,
+                attempt=attempt,
+                claim=claim,
             ),
             config.alerts_topic,
             webhook=config.alert_webhook,
@@ -90,8 +99,10 @@ def finish_run(
     reason: str,
     message: str,
     what_to_do: str,
+    attempt: int = RUN_LEVEL_ATTEMPT,
 ) -> RunSnapshot:
-    """Move the run to the terminal ``status`` (if it is not there yet) and alert once."""
+    """Move the run to the terminal ``status`` (if it is not there yet) and alert once
+    (``attempt``: as ``alert_once`` takes it)."""
     if snapshot.run.status is not status:
         snapshot = ledger.set_status(snapshot.run.run_id, status)
     alert_once(
@@ -102,5 +113,6 @@ def finish_run(
         reason=reason,
         message=message,
         what_to_do=what_to_do,
+        attempt=attempt,
     )
     return snapshot

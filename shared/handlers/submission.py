@@ -37,13 +37,15 @@ from shared.adapters.ledger import (
 )
 from shared.config.durations import describe_duration
 from shared.config.model import Config, Placement, Template
+from shared.handlers import duplicates
 from shared.handlers.rejections import alert_once, finish_run
 from shared.logs import log
 from shared.model import loglines
 from shared.model.alerts import AlertReason
-from shared.model.errors import InvalidJobSpec, TransientError
+from shared.model.errors import DispatchError, InvalidJobSpec, TransientError
 from shared.model.results import DispatchOutcome, DispatchResult
 from shared.policy import jobspec
+from shared.policy.duplicates import Duplicates, FoundJob, sort_out
 from shared.policy.machines import preemptible_quota_metric
 from shared.policy.records import describe_placement, placement_kind, placement_record
 from shared.policy.timing import INTENT_LEASE
@@ -90,17 +92,26 @@ def submit_attempt(
 def _reattach(
     submission: Submission, snapshot: RunSnapshot, claimed: Attempt
 ) -> DispatchResult | None:
-    """The job of an intent found by label and recorded; None when the attempt may be taken over."""
+    """The job of an intent found by label and recorded; None when the attempt may be taken over.
+
+    More than one job found (a create whose answer was lost, then a takeover's create): the
+    attempt keeps the one ``policy.duplicates`` picks (the oldest) and the others are cancelled
+    and alerted (``handlers.duplicates.settle``).
+    """
     run_id = snapshot.run.run_id
-    jobs = [
-        job
+    jobs = {
+        job.name: job
         for job in vertex.find_jobs_by_label(claimed.parent, jobspec.RUN_LABEL, run_id)
         if job.labels.get(jobspec.ATTEMPT_LABEL) == str(claimed.number)
-    ]
+    }
     if jobs:
-        job = min(jobs, key=lambda found: found.create_time)  # the first; more would be a bug
-        submission.ledger.record_job(run_id, claimed.number, job.name, job.state.name)
+        found = [FoundJob(job.name, job.create_time) for job in jobs.values()]
+        extra = sort_out(run_id, claimed.number, None, found)
+        job = jobs[extra.kept] if extra else next(iter(jobs.values()))
+        recorded = submission.ledger.record_job(run_id, claimed.number, job.name, job.state.name)
         log(logger, logging.INFO, "job reattached", labels=submission.labels, job=job.name)
+        if extra is not None:
+            _settle_duplicates(submission, recorded, extra)
         return DispatchResult(DispatchOutcome.REATTACHED, run_id, job.name)
     age = submission.now() - claimed.intent_at
     if claimed.state != CREATE_FAILED_STATE and age < INTENT_LEASE:
@@ -109,6 +120,32 @@ def _reattach(
             "and its job is not visible yet; deliver again later"
         )
     return None
+
+
+def _settle_duplicates(submission: Submission, recorded: RunSnapshot, extra: Duplicates) -> None:
+    """Cancel and alert the duplicates found beside the job just reattached.
+
+    A failure here is not raised: the attempt now records its job, so a redelivery would stop
+    at "already has its job" and never look again. The reconciler's listing and the job-state
+    function see the same pair (a job of an attempt that records another) and repeat this.
+    """
+    try:
+        duplicates.settle(
+            submission.ledger,
+            submission.config,
+            recorded.run,
+            extra,
+            trigger=submission.trigger,
+        )
+    except DispatchError as error:
+        log(
+            logger,
+            logging.WARNING,
+            "duplicate jobs found but not yet cancelled or alerted; the reconciler retries",
+            labels=submission.labels,
+            duplicates=list(extra.cancel),
+            error=str(error),
+        )
 
 
 def _walk_placements(
@@ -126,10 +163,10 @@ def _walk_placements(
     )
     for check in chain:
         if check.rendered is None:  # the template does not render: its spec is invalid
-            return _reject(submission, snapshot, check.render_error or "")
+            return _reject(submission, snapshot, attempt_number, check.render_error or "")
         violations = check.violations
         if check.verdict is validation.ViolationKind.INVALID:
-            return _reject(submission, snapshot, validation.describe(violations))
+            return _reject(submission, snapshot, attempt_number, validation.describe(violations))
         placement = check.placement
         if check.verdict is validation.ViolationKind.UNAVAILABLE:
             blocked.append(f"{describe_placement(placement)}: {validation.describe(violations)}")
@@ -192,7 +229,9 @@ def _claim_and_create(
     return DispatchResult(DispatchOutcome.SUBMITTED, run_id, job.name)
 
 
-def _reject(submission: Submission, snapshot: RunSnapshot, reasons: str) -> DispatchResult:
+def _reject(
+    submission: Submission, snapshot: RunSnapshot, attempt_number: int, reasons: str
+) -> DispatchResult:
     """The job as rendered breaks a rule: nothing is created; the run ends and alerts."""
     finish_run(
         submission.ledger,
@@ -203,6 +242,7 @@ def _reject(submission: Submission, snapshot: RunSnapshot, reasons: str) -> Disp
         reason=AlertReason.INVALID_SPEC,
         message=f"template {submission.template.name} renders an invalid job:\n{reasons}",
         what_to_do="fix the template or the request as each line says, then trigger again",
+        attempt=attempt_number,
     )
     log(logger, logging.ERROR, "job spec rejected", labels=submission.labels, reasons=reasons)
     return DispatchResult(DispatchOutcome.REJECTED, snapshot.run.run_id, detail=reasons)
@@ -233,6 +273,7 @@ def _refused(
             if reason is AlertReason.PERMISSION
             else "fix the template as the service's message says, then trigger again"
         ),
+        attempt=attempt_number,
     )
     return DispatchResult(DispatchOutcome.REJECTED, run_id, detail=str(error))
 
@@ -267,6 +308,7 @@ def _quota_refused(
         reason=AlertReason.QUOTA,
         message=f"a quota refused the job on {describe_placement(placement)}: {error}",
         what_to_do=f"{raise_what}, then retry the run with `vertex-dispatch retry {run_id}`",
+        attempt=attempt_number,
     )
     return DispatchResult(DispatchOutcome.REJECTED, run_id, detail=str(error))
 

@@ -2,9 +2,12 @@
 
 Plain data, so that the policy can decide which alert a run owes without importing the adapter
 that sends it (``shared.adapters.alerts``: the log line, the alerts topic, the webhook). The
-message on the alerts topic (data: UTF-8 JSON; attributes: ``schema``, ``reason``, ``severity``,
-``run_id``, ``template`` for subscription filters) is ``Alert.to_json``, documented in
-``shared.adapters.alerts``.
+message on the alerts topic (data: UTF-8 JSON; attributes: ``schema``, ``alert_id``, ``reason``,
+``severity``, ``run_id``, ``template`` for subscription filters) is ``Alert.to_json``, documented
+in ``shared.adapters.alerts``.
+
+Alerts are delivered at least once (docs/messages.md, "Alerts"): ``alert_id`` names the alert,
+not the message, so that a receiver drops a second copy of the same alert by it.
 """
 
 from __future__ import annotations
@@ -15,6 +18,25 @@ from dataclasses import dataclass
 from typing import Any
 
 SCHEMA = "vertex-dispatch.alert.v1"
+"""Still v1 with ``alert_id``: a field was added, none changed meaning or went away."""
+RUN_LEVEL_ATTEMPT = 0
+"""The attempt number of an alert about the run as a whole (no attempt is involved: an event
+refused before any attempt, a retry that cannot be published, a template gone)."""
+
+
+def alert_id(run_id: str, attempt: int, claim: str) -> str:
+    """The id of the alert claimed as ``claim`` about attempt ``attempt`` of run ``run_id``.
+
+    ``claim`` is the key the alert is claimed under in the run's ledger record: its reason, or
+    ``reason@scope`` for a reason alerted more than once per run (a day of a wait:
+    ``policy.watchdogs.alert_claim``), so that each of those is an alert of its own. A pure
+    function of the three, so that the same alert sent twice (its publish answered too late, the
+    ledger's claim given back, the event delivered again) carries the same id, while two
+    different alerts never share one: ``run_id`` is ``r-`` + hex and an attempt a number, neither
+    containing ``/``, so the first two ``/`` always part the three. Readable on purpose: it is
+    searched for in logs and chat rooms.
+    """
+    return f"{run_id}/{attempt}/{claim}"
 
 
 class Severity(enum.StrEnum):
@@ -50,11 +72,19 @@ class Alert:
     what_to_do: str
     attempts: tuple[Mapping[str, Any], ...] = ()
     severity: Severity = Severity.ERROR
+    attempt: int = RUN_LEVEL_ATTEMPT  # the attempt the alert is about; 0: the run as a whole
+    claim: str | None = None  # the ledger key it is claimed under, when not the reason itself
+
+    @property
+    def alert_id(self) -> str:
+        """The alert's stable id: the same for every copy of this alert (``alert_id``)."""
+        return alert_id(self.run_id, self.attempt, self.claim or str(self.reason))
 
     def to_json(self) -> dict[str, Any]:
         """The alert as the JSON body published on the alerts topic."""
         return {
             "schema": SCHEMA,
+            "alert_id": self.alert_id,
             "run_id": self.run_id,
             "run_key": self.run_key,
             "template": self.template,
@@ -70,6 +100,7 @@ class Alert:
         """The Pub/Sub attributes, for subscriptions that filter on them."""
         return {
             "schema": SCHEMA,
+            "alert_id": self.alert_id,
             "reason": str(self.reason),
             "severity": self.severity.value,
             "run_id": self.run_id,

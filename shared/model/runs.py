@@ -19,7 +19,10 @@ The document (field names as stored)::
                                        state, error (map or null), decision (map or null),
                                        cancel_requested_at (null, or when we asked Vertex AI
                                        to cancel the job), cancel_reason (null, or a
-                                       CancelReason value: who asked and why)}
+                                       CancelReason value: who asked and why),
+                                       duplicate_jobs (list of the names of other jobs
+                                       found for the attempt and cancelled:
+                                       ``shared.policy.duplicates``)}
     alerts                             list of the alerts claimed (sent, or being sent): a
                                        reason, or reason@scope for one alerted once per
                                        attempt or per day of a wait (policy.watchdogs)
@@ -129,6 +132,9 @@ class Attempt:
     # Who asked and why (a CancelReason value); None with a cancel_requested_at is a record
     # made before reasons were kept, read as an operator's cancel.
     cancel_reason: str | None = None
+    # Other jobs found with this attempt's labels, cancelled and alerted (policy/duplicates.py):
+    # their states and ends are never the attempt's.
+    duplicate_jobs: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -299,6 +305,27 @@ def cancel_reason_of(attempt: Attempt) -> CancelReason | None:
         return CancelReason(attempt.cancel_reason or CancelReason.OPERATOR.value)
     except ValueError:
         return CancelReason.OPERATOR
+
+
+def with_duplicate_jobs(run: Run, attempt_number: int, job_names: tuple[str, ...]) -> Run:
+    """``run`` noting ``job_names`` as duplicates of attempt ``attempt_number``'s job (cancelled
+    and alerted); unchanged when it notes them all already."""
+    attempt = run.attempt(attempt_number)
+    if attempt is None:
+        raise InvalidTransition(
+            f"run {run.run_id} has no attempt {attempt_number} to note duplicate jobs on"
+        )
+    if attempt.job_name in job_names:
+        raise InvalidTransition(
+            f"run {run.run_id} attempt {attempt_number}: its own job {attempt.job_name} cannot "
+            "be one of its duplicates"
+        )
+    added = tuple(name for name in job_names if name not in attempt.duplicate_jobs)
+    if not added:
+        return run
+    return _with_attempt(
+        run, replace(attempt, duplicate_jobs=tuple(sorted((*attempt.duplicate_jobs, *added))))
+    )
 
 
 def _with_attempt(run: Run, updated: Attempt) -> Run:
@@ -580,6 +607,7 @@ def _attempt_to_document(attempt: Attempt) -> dict[str, Any]:
         "decision": dict(attempt.decision) if attempt.decision else None,
         "cancel_requested_at": attempt.cancel_requested_at,
         "cancel_reason": attempt.cancel_reason,
+        "duplicate_jobs": list(attempt.duplicate_jobs),
     }
 
 
@@ -596,4 +624,5 @@ def _attempt_from_document(document: Mapping[str, Any]) -> Attempt:
         decision=document.get("decision"),
         cancel_requested_at=document.get("cancel_requested_at"),
         cancel_reason=document.get("cancel_reason"),
+        duplicate_jobs=tuple(document.get("duplicate_jobs") or ()),
     )

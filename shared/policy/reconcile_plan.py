@@ -3,7 +3,8 @@
 Pure functions over runs, templates and listed ``CustomJob`` protos; ``shared.handlers.reconcile``
 reads the inputs and applies the plan. Kept apart so that every rule of a tick (which states are
 unrecorded, which runs need a retry message, which jobs stayed queued past their limit, which
-intents are stuck) is tested as a table of cases without a server.
+intents are stuck, which jobs duplicate an attempt's recorded job) is tested as a table of
+cases without a server.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from shared.model.jobstates import WAITING_STATES, is_terminal
 from shared.model.runs import LIVE_STATUSES, Attempt, Run, RunStatus, is_older_news
 from shared.policy import jobspec
 from shared.policy.due_retries import DueRetry, RetryCause, due_retry
+from shared.policy.duplicates import Duplicates, FoundJob, sort_out
 from shared.policy.timing import (
     LIST_WINDOW_MARGIN,
     STUCK_INTENT_ALERT_AFTER,
@@ -74,6 +76,7 @@ class TickPlan:
     overdue: tuple[OverdueWait, ...] = ()
     stuck: tuple[StuckIntent, ...] = ()
     unlisted: tuple[str, ...] = ()  # recorded jobs the listing did not return
+    duplicates: tuple[Duplicates, ...] = ()  # listed jobs of an attempt recording another job
 
 
 def list_filter(since: datetime) -> str:
@@ -117,7 +120,10 @@ def plan_tick(
     overdue: list[OverdueWait] = []
     stuck: list[StuckIntent] = []
     unlisted: list[str] = []
+    duplicates: list[Duplicates] = []
+    by_attempt = _by_attempt(jobs.values())
     for run in runs:
+        duplicates += _duplicates(run, by_attempt)
         retry = due_retry(run, templates.get(run.template), now)
         # A planned retry is the owed actions' to publish (the tick runs them on every run).
         if retry is not None and retry.cause is not RetryCause.PLANNED:
@@ -145,7 +151,43 @@ def plan_tick(
         waited_too_long = _overdue_wait(run.run_id, job, last, template, now, grace)
         if waited_too_long is not None:
             overdue.append(waited_too_long)
-    return TickPlan(tuple(changes), tuple(due), tuple(overdue), tuple(stuck), tuple(unlisted))
+    return TickPlan(
+        tuple(changes),
+        tuple(due),
+        tuple(overdue),
+        tuple(stuck),
+        tuple(unlisted),
+        tuple(duplicates),
+    )
+
+
+def _by_attempt(jobs: Iterable[CustomJob]) -> dict[tuple[str, str], list[FoundJob]]:
+    """The listed jobs by their (``vd-run``, ``vd-attempt``) labels."""
+    found: dict[tuple[str, str], list[FoundJob]] = {}
+    for job in jobs:
+        key = (job.labels.get(jobspec.RUN_LABEL, ""), job.labels.get(jobspec.ATTEMPT_LABEL, ""))
+        found.setdefault(key, []).append(FoundJob(job.name, job.create_time))
+    return found
+
+
+def _duplicates(run: Run, by_attempt: Mapping[tuple[str, str], list[FoundJob]]) -> list[Duplicates]:
+    """The listed jobs that carry the labels of an attempt of ``run`` which records another job
+    and has not noted them yet. An attempt without a recorded job is left to dispatch, which
+    reattaches by label and sorts out what it finds (``submission._reattach``)."""
+    sorted_out = []
+    for attempt in run.attempts:
+        if attempt.job_name is None:
+            continue
+        found = sort_out(
+            run.run_id,
+            attempt.number,
+            attempt.job_name,
+            by_attempt.get((run.run_id, str(attempt.number)), ()),
+            already=attempt.duplicate_jobs,
+        )
+        if found is not None:
+            sorted_out.append(found)
+    return sorted_out
 
 
 def _changed(run: Run, job: CustomJob) -> bool:

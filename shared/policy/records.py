@@ -17,6 +17,19 @@ from shared.model.triggers import JobRequest, ObjectFinalized, RetryRequest, Sch
 PLACEMENT_KINDS = ("flex_start", "persistent_resource")
 """The keys of a placement record (``placement_record``): one per kind of placement."""
 
+CONSOLE_URL = (
+    "https://console.cloud.google.com/vertex-ai/locations/{region}/training/{job_id}/cpu"
+    "?project={project}"
+)
+"""Where a human looks at a CustomJob in the Google Cloud console."""
+
+
+def console_url(job_name: str) -> str:
+    """The Google Cloud console page of the CustomJob ``job_name``, for alerts to link to."""
+    parts = job_name.split("/")
+    project, region, job_id = parts[1], parts[3], parts[-1]
+    return CONSOLE_URL.format(region=region, job_id=job_id, project=project)
+
 
 def trigger_record(trigger: Trigger) -> dict[str, Any]:
     """The trigger as a plain map, with its kind, for the ledger."""

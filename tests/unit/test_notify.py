@@ -125,6 +125,8 @@ def test_alert_text_names_run_reason_attempts_and_fix() -> None:
     )
     assert lines[3].startswith("*What to do:* fix the training code")
     assert lines[4].startswith("• attempt 1: JOB_STATE_FAILED on projects/123456789012/")
+    # The webhook carries the id too, so a reader (or a bot) can tell a copy of the alert.
+    assert lines[-1] == "Alert id: `r-0123456789abcdef01234567/0/retries_exhausted`"
 
 
 @pytest.mark.parametrize(

@@ -26,6 +26,7 @@ from run_builders import (
 from shared.adapters.ledger import INTENT_STATE, Attempt, RetryPlan, Run, RunStatus
 from shared.config.model import FlexStartPlacement, PersistentResourcePlacement, Template
 from shared.policy.due_retries import DueRetry, RetryCause
+from shared.policy.duplicates import Duplicates
 from shared.policy.max_wait import flex_start_max_wait
 from shared.policy.reconcile_plan import (
     Listing,
@@ -526,3 +527,45 @@ def test_a_listing_older_than_the_recorded_end_is_neither_a_change_nor_an_overdu
     # The same listing for a run whose end is not recorded: the watchdog acts.
     waiting = run(RunStatus.SUBMITTED, attempt(job=1, state="JOB_STATE_QUEUED"))
     assert tick(waiting, jobs=(stale,)).overdue
+
+
+@pytest.mark.parametrize(
+    ("the_run", "jobs", "expected"),
+    [
+        pytest.param(
+            run(RunStatus.RUNNING, attempt(job=1, state="JOB_STATE_RUNNING")),
+            (listed(1, "JOB_STATE_RUNNING"), listed(2, "JOB_STATE_QUEUED", age=timedelta(hours=1))),
+            (Duplicates(RUN_ID, 1, job_name(1), (job_name(2),)),),
+            id="a-second-job-is-a-duplicate-even-when-older",
+        ),
+        pytest.param(
+            run(
+                RunStatus.RUNNING,
+                replace(attempt(job=1, state="JOB_STATE_RUNNING"), duplicate_jobs=(job_name(2),)),
+            ),
+            (listed(1, "JOB_STATE_RUNNING"), listed(2, "JOB_STATE_CANCELLED")),
+            (),
+            id="a-noted-duplicate-is-not-planned-again",
+        ),
+        pytest.param(
+            run(RunStatus.SUBMITTING, attempt(intent_age=timedelta(minutes=2))),
+            (listed(1, "JOB_STATE_QUEUED"), listed(2, "JOB_STATE_QUEUED")),
+            (),
+            id="an-intent-without-a-job-is-left-to-dispatch",
+        ),
+        pytest.param(
+            run(RunStatus.RUNNING, attempt(job=1, state="JOB_STATE_RUNNING")),
+            (listed(1, "JOB_STATE_RUNNING"),),
+            (),
+            id="one-job-no-duplicate",
+        ),
+    ],
+)
+def test_the_tick_plans_the_duplicates_it_lists(
+    the_run: Run, jobs: tuple[CustomJob, ...], expected: tuple[Duplicates, ...]
+) -> None:
+    plan = tick(the_run, jobs=jobs)
+
+    assert plan.duplicates == expected
+    # A duplicate's state is never a change of the attempt, however it differs.
+    assert all(change.job_name == job_name(1) for change in plan.changes)

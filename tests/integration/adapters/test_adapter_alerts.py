@@ -33,6 +33,7 @@ NO_PLACEMENT = Alert(
         },
     ),
     severity=Severity.CRITICAL,
+    attempt=1,
 )
 
 
@@ -58,6 +59,7 @@ def test_a_sent_alert_is_pulled_with_the_documented_json(
     assert message_id
     assert body == {
         "schema": "vertex-dispatch.alert.v1",
+        "alert_id": "r-0123456789abcdef01234567/1/no_placement",
         "run_id": "r-0123456789abcdef01234567",
         "run_key": "gcs:acme-datasets/imagenet/2026-12-01/@1733100000000000",
         "template": "resnet-a100",
@@ -78,6 +80,7 @@ def test_a_sent_alert_is_pulled_with_the_documented_json(
     }
     assert attributes == {
         "schema": "vertex-dispatch.alert.v1",
+        "alert_id": "r-0123456789abcdef01234567/1/no_placement",
         "reason": "no_placement",
         "severity": "CRITICAL",
         "run_id": "r-0123456789abcdef01234567",
@@ -91,6 +94,7 @@ def test_a_sent_alert_is_pulled_with_the_documented_json(
         "reason": "no_placement",
         "template": "resnet-a100",
     }
+    assert record.fields["alert_id"] == "r-0123456789abcdef01234567/1/no_placement"
 
 
 def test_an_alert_that_cannot_be_published_is_transient_and_still_logged(
