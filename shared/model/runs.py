@@ -27,6 +27,9 @@ The document (field names as stored)::
     recovery_published_at              null, or when the reconciler last published a retry
                                        to recover a stale intent or a run never claimed
     created_at, updated_at             timestamps
+    job_ids                            derived, never read back: the numeric ids of the
+                                       attempts' jobs (``customJobs/ID``), for the job-state
+                                       function's lookup of a hinted job (``array_contains``)
 """
 
 from __future__ import annotations
@@ -439,6 +442,7 @@ def _refuse_if_terminal(run: Run, action: str) -> None:
 
 
 ACTIONS_OWED_FIELD = "actions_owed"
+JOB_IDS_FIELD = "job_ids"
 COMPLETION_NOTICE = "completion"
 """The notice a run gets once its completion message was published
 (``shared.adapters.completions``)."""
@@ -491,7 +495,14 @@ def run_to_document(run: Run) -> dict[str, Any]:
         "created_at": run.created_at,
         "updated_at": run.updated_at,
         ACTIONS_OWED_FIELD: bool(owed_actions(run)),  # derived, for the reconciler's query
+        JOB_IDS_FIELD: job_ids(run),  # derived, for the job-state function's lookup
     }
+
+
+def job_ids(run: Run) -> list[str]:
+    """The numeric ids of ``run``'s jobs (the last part of each attempt's job name), in order."""
+    ids = [a.job_name.rsplit("/", 1)[-1] for a in run.attempts if a.job_name is not None]
+    return list(dict.fromkeys(ids))
 
 
 def run_from_document(document: Mapping[str, Any]) -> Run:
