@@ -146,7 +146,9 @@ class Simulation:
         logs: JobLogs | None = None,
     ) -> None:
         self.now = start
-        self.logs = JobLogs() if logs is None else logs  # the jobs' simulated ml_job log entries (joblogs.py)
+        self.logs = (
+            JobLogs() if logs is None else logs
+        )  # the jobs' simulated ml_job log entries (joblogs.py)
         self.jobs: dict[str, SimulatedJob] = {}
         self._timings = timings
         self._reject_when_full = persistent_resource_when_full == "reject"
