@@ -25,7 +25,7 @@ from shared.adapters import vertex as vertex_api
 from shared.adapters.ledger import RunStatus
 from shared.aiplatform import aiplatform_v1
 from shared.handlers.dispatch import dispatch_event
-from shared.handlers.jobstate import JobStateOutcome, handle_job_event
+from shared.handlers.jobstate import handle_job_event
 from shared.handlers.services import Services
 
 TEMPLATE = "two-regions"
