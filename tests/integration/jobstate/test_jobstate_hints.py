@@ -9,6 +9,7 @@ not ours. No reconciler runs here: the hints alone carry each run to its end.
 
 from __future__ import annotations
 
+import logging
 import random
 import time
 from collections import Counter
@@ -100,8 +101,13 @@ def live_through(vertex: VertexAdmin, hints: Hints, seconds: int) -> None:
 
 
 def test_a_chatty_job_costs_at_most_three_reads_and_its_hints_alone_end_the_run(
-    services: Services, vertex: VertexAdmin, hints: Hints, fresh_name: Callable[[str], str]
+    services: Services,
+    vertex: VertexAdmin,
+    hints: Hints,
+    fresh_name: Callable[[str], str],
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
+    caplog.set_level(logging.INFO, logger="shared.handlers.jobstate")
     vertex.call("PUT", "jobLogs", {"trainer_lines_per_second": TRAINER_LINES_PER_SECOND})
     run_id, job_name = start_run(services, fresh_name("chatty"))
     before = gets_of(vertex, job_name)
@@ -117,6 +123,12 @@ def test_a_chatty_job_costs_at_most_three_reads_and_its_hints_alone_end_the_run(
     assert 1 <= reads <= MAX_READS_PER_JOB
     assert hints.outcomes["decided"] == 1
     assert hints.outcomes["dropped:no_state_change"] >= 6  # provisioning and tear-down lines
+    # Each drop is one INFO line with the reason and the run (what the dashboards count).
+    drops = [r for r in caplog.records if "hint_dropped" in getattr(r, "fields", {})]
+    assert len(drops) == sum(n for key, n in hints.outcomes.items() if key.startswith("dropped"))
+    assert {(r.levelno, r.fields["hint_dropped"], r.labels["run_id"]) for r in drops} == {
+        (logging.INFO, "no_state_change", run_id)
+    }
 
 
 def test_a_failing_chatty_job_costs_at_most_three_reads(
