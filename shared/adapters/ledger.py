@@ -58,6 +58,7 @@ from shared.model.runs import (
     with_cancel_requested,
     with_claimed_attempt,
     with_decision,
+    with_hint_read,
     with_job,
     with_notice,
     with_observed_state,
@@ -363,6 +364,12 @@ class Ledger:
         from google.cloud.firestore_v1 import FieldFilter
 
         return self._query(FieldFilter(ACTIONS_OWED_FIELD, "==", True), limit)
+
+    def claim_hint_read(self, known: RunSnapshot, attempt_number: int, limit: int) -> bool:
+        """Count one Vertex AI read for a log hint on the attempt, unless ``limit`` are counted
+        already; True when counted (the read may be made). Tried on ``known`` first."""
+        change = lambda run: with_hint_read(run, attempt_number, limit)  # noqa: E731
+        return self._apply(known.run.run_id, change, known)[1]
 
     def find_runs_by_job_id(self, job_id: str) -> list[RunSnapshot]:
         """The runs whose attempts record a job of numeric id ``job_id`` (``customJobs/ID``):

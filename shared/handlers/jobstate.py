@@ -11,8 +11,11 @@ is read (docs/architecture.md, "Events are hints, state is read"):
    task other than ``service`` is dropped at once; otherwise the ledger is asked which run records
    a job of the hint's id (``Ledger.find_runs_by_job_id``), and a hint for a job we did not make,
    for an attempt whose end is recorded, or that cannot change what the attempt records is dropped
-   (one INFO line with ``hint_dropped``, the reason). Only then is the job read, once, by the
-   exact name the ledger records; a RESOURCE_EXHAUSTED answer drops the hint too (``throttled``:
+   (one INFO line with ``hint_dropped``, the reason). A log hint's read is first counted on the
+   attempt (``Ledger.claim_hint_read``): past ``HINT_READS_PER_ATTEMPT`` reads, log hints of the
+   attempt are dropped (``read_budget``), so no number of lines can cost more. Only then is the
+   job read, once, by the exact name the ledger records; a RESOURCE_EXHAUSTED answer drops the
+   hint too (``throttled``:
    the reconciler reads the state anyway, and a redelivery would meet the same quota). The job's
    labels ``vd-run``/``vd-attempt`` name the run and the attempt (a job without them is not
    ours: ignored);
@@ -116,9 +119,11 @@ def handle_job_event(
             error=str(error),
         )
         return JobStateResult(JobStateOutcome.MALFORMED, detail=str(error))
-    screened = _screen(hint, services)
+    screened, found = _screen(hint, services)
     if screened.drop is not None or screened.job_name is None:
         return _dropped(hint, screened.drop or HintDrop.NOT_OURS, screened.run_id)
+    if not _hint_read_allowed(hint, screened, found, services):
+        return _dropped(hint, HintDrop.READ_BUDGET, screened.run_id)
     from shared.adapters import vertex
 
     try:
@@ -219,16 +224,29 @@ def record_job_state(
     return JobStateResult(outcome, run_id, job.name, state, detail=status), snapshot
 
 
-def _screen(hint: JobHint, services: Services) -> Screened:
-    """The hint screened against the ledger (``hint_screen``): no ledger read for a log entry
-    that is not a service line, and no Vertex AI read at all."""
+def _screen(hint: JobHint, services: Services) -> tuple[Screened, list[RunSnapshot]]:
+    """The hint screened against the ledger (``hint_screen``), and the runs the ledger found:
+    no ledger read for a log entry that is not a service line, and no Vertex AI read at all."""
     from shared.policy.hint_screen import Screened, screen, screen_task
 
     drop = screen_task(hint)
     if drop is not None:
-        return Screened(drop)
-    runs = [snapshot.run for snapshot in services.ledger.find_runs_by_job_id(hint.job_id)]
-    return screen(hint, runs)
+        return Screened(drop), []
+    found = services.ledger.find_runs_by_job_id(hint.job_id)
+    return screen(hint, [snapshot.run for snapshot in found]), found
+
+
+def _hint_read_allowed(
+    hint: JobHint, screened: Screened, found: list[RunSnapshot], services: Services
+) -> bool:
+    """For a log hint, count the read in the ledger first (``HINT_READS_PER_ATTEMPT``): False
+    when the attempt's budget is spent (by a concurrent delivery since the screen)."""
+    from shared.policy.hint_screen import HINT_READS_PER_ATTEMPT
+
+    if hint.source is not hints.HintSource.LOG_ENTRY or screened.attempt is None:
+        return True
+    known = next(s for s in found if s.run.run_id == screened.run_id)
+    return services.ledger.claim_hint_read(known, screened.attempt, HINT_READS_PER_ATTEMPT)
 
 
 def _dropped(

@@ -18,7 +18,8 @@ The document (field names as stored)::
                                        intent_at, job_name (null until the job exists),
                                        state, error (map or null), decision (map or null),
                                        cancel_requested_at (null, or when we asked Vertex AI
-                                       to cancel the job)}
+                                       to cancel the job), hint_reads (reads made for log
+                                       hints, absent: 0)}
     alerts                             list of alert reasons already sent
     notices                            list of other messages already published ("completion")
     next_retry                         null, or {at, attempt, placement_index, reason}: the
@@ -115,6 +116,10 @@ class Attempt:
     # ends short of success (CANCELLED, or FAILED when its code exits non-zero on SIGTERM), the
     # end is our cancel, never a failure to retry.
     cancel_requested_at: datetime | None = None
+    # Vertex AI reads the job-state function made for log lines about this attempt's job,
+    # counted before each read and bounded (``policy.hint_screen``): however many lines a job's
+    # end brings, its hints cost at most that many reads.
+    hint_reads: int = 0
 
 
 @dataclass(frozen=True)
@@ -260,6 +265,17 @@ def with_cancel_requested(run: Run, attempt_number: int, at: datetime) -> Run:
     if attempt.cancel_requested_at is not None:
         return run
     return _with_attempt(run, replace(attempt, cancel_requested_at=at))
+
+
+def with_hint_read(run: Run, attempt_number: int, limit: int) -> Run:
+    """``run`` with one more hint read counted on attempt ``attempt_number``; unchanged when
+    ``limit`` reads are counted already (then no read may be made)."""
+    attempt = run.attempt(attempt_number)
+    if attempt is None:
+        raise InvalidTransition(f"run {run.run_id} has no attempt {attempt_number}")
+    if attempt.hint_reads >= limit:
+        return run
+    return _with_attempt(run, replace(attempt, hint_reads=attempt.hint_reads + 1))
 
 
 def _with_attempt(run: Run, updated: Attempt) -> Run:
@@ -537,6 +553,7 @@ def _attempt_to_document(attempt: Attempt) -> dict[str, Any]:
         "error": dict(attempt.error) if attempt.error else None,
         "decision": dict(attempt.decision) if attempt.decision else None,
         "cancel_requested_at": attempt.cancel_requested_at,
+        "hint_reads": attempt.hint_reads,
     }
 
 
@@ -552,4 +569,5 @@ def _attempt_from_document(document: Mapping[str, Any]) -> Attempt:
         error=document.get("error"),
         decision=document.get("decision"),
         cancel_requested_at=document.get("cancel_requested_at"),
+        hint_reads=document.get("hint_reads") or 0,
     )

@@ -19,6 +19,10 @@ could not change what is recorded:
 ``no_state_change``   a service line that says nothing new: a provisioning or tear-down step, or
                       "Job is running." while the attempt records the job running (or cancelling)
 ``already_recorded``  our job-state message whose observed state the attempt already records
+``read_budget``       a log line while the attempt's hints have had ``HINT_READS_PER_ATTEMPT``
+                      reads already (counted in the ledger before each read): the texts of a
+                      failed end are unknown, so every ERROR line counts as a possible end, and
+                      a job may write many before Vertex AI reports it ended
 ``throttled``         the read itself hit RESOURCE_EXHAUSTED (decided by the handler, after the
                       call): the reconciler reads the state anyway, and a redelivery would hit
                       the same quota
@@ -27,7 +31,10 @@ could not change what is recorded:
 Otherwise the hint is read, by the exact job name the ledger records (no region search). With a
 successful job's service lines this leaves two reads per job ("Job is running." and "Job
 completed successfully."); a failed or cancelled job's end lines are unknown (ERROR lines and
-unknown "Job ..." lines count as possible ends), and each is read until the end is recorded.
+unknown "Job ..." lines count as possible ends), and each is read until the end is recorded, up
+to the budget: whatever a job logs, its log hints cost at most ``HINT_READS_PER_ATTEMPT`` reads.
+Our own job-state messages are not counted (a sender asks for a read on purpose, e.g. to decide a
+failed job whose error has come).
 """
 
 from __future__ import annotations
@@ -49,7 +56,12 @@ class HintDrop(enum.StrEnum):
     ALREADY_ENDED = "already_ended"
     NO_STATE_CHANGE = "no_state_change"
     ALREADY_RECORDED = "already_recorded"
+    READ_BUDGET = "read_budget"
     THROTTLED = "throttled"
+
+
+HINT_READS_PER_ATTEMPT = 3
+"""Vertex AI reads log hints may cost per attempt: "Job is running.", the end, one to spare."""
 
 
 # A job the attempt records in one of these is past "Job is running." (cancelling: it ran, or
@@ -131,4 +143,6 @@ def _drop_log_line(meaning: LineMeaning | None, attempt: Attempt) -> HintDrop | 
         return HintDrop.NO_STATE_CHANGE
     if meaning is LineMeaning.RUNNING and attempt.state in _RUNNING_OR_LATER:
         return HintDrop.NO_STATE_CHANGE
+    if attempt.hint_reads >= HINT_READS_PER_ATTEMPT:
+        return HintDrop.READ_BUDGET
     return None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -9,8 +10,22 @@ from run_builders import EAST_REGION, REGION, a_run, an_attempt, job_name
 
 from shared.decode.hints import SERVICE_TASK, HintSource, JobHint, LineMeaning
 from shared.model.jobstates import JobStateName as S
-from shared.model.runs import Attempt, Run, RunStatus, job_ids, run_to_document
-from shared.policy.hint_screen import HintDrop, Screened, screen, screen_task
+from shared.model.runs import (
+    Attempt,
+    Run,
+    RunStatus,
+    job_ids,
+    run_from_document,
+    run_to_document,
+    with_hint_read,
+)
+from shared.policy.hint_screen import (
+    HINT_READS_PER_ATTEMPT,
+    HintDrop,
+    Screened,
+    screen,
+    screen_task,
+)
 
 JOB = job_name(1)
 JOB_ID = JOB.rsplit("/", 1)[-1]
@@ -27,8 +42,12 @@ def message(observed: str | None) -> JobHint:
     return JobHint("123456789012", JOB_ID, REGION, HintSource.JOB_STATE, observed)
 
 
-def run_with(state: str, decision: dict[str, Any] | None = None, job: str = JOB) -> Run:
-    attempt = an_attempt(1, job_name=job, state=state, decision=decision)
+def run_with(
+    state: str, decision: dict[str, Any] | None = None, job: str = JOB, hint_reads: int = 0
+) -> Run:
+    attempt = replace(
+        an_attempt(1, job_name=job, state=state, decision=decision), hint_reads=hint_reads
+    )
     return a_run(RunStatus.RUNNING, attempt)
 
 
@@ -64,6 +83,11 @@ NOTHING = LineMeaning.NOTHING
         (line(RUNNING), [run_with(S.CANCELLING)], HintDrop.NO_STATE_CHANGE),
         (message(S.RUNNING), [run_with(S.RUNNING)], HintDrop.ALREADY_RECORDED),
         (message(S.QUEUED), [run_with(S.QUEUED)], HintDrop.ALREADY_RECORDED),
+        # the attempt's log hints have had their reads
+        (line(POSSIBLE_END), [run_with(S.RUNNING, hint_reads=3)], HintDrop.READ_BUDGET),
+        (line(ENDED), [run_with(S.RUNNING, hint_reads=4)], HintDrop.READ_BUDGET),
+        (line(RUNNING), [run_with(S.QUEUED, hint_reads=3)], HintDrop.READ_BUDGET),
+        (line(NOTHING), [run_with(S.QUEUED, hint_reads=3)], HintDrop.NO_STATE_CHANGE),
     ],
 )
 def test_a_hint_that_cannot_change_the_record_is_dropped(
@@ -93,12 +117,27 @@ def test_a_hint_that_cannot_change_the_record_is_dropped(
         (message(None), S.FAILED, None),
     ],
 )
+@pytest.mark.parametrize("hint_reads", [0, HINT_READS_PER_ATTEMPT - 1])
 def test_a_hint_that_may_change_the_record_is_read_by_the_recorded_name(
-    hint: JobHint, recorded: str, decision: dict[str, Any] | None
+    hint: JobHint, recorded: str, decision: dict[str, Any] | None, hint_reads: int
 ) -> None:
-    verdict = screen(hint, [run_with(recorded, decision)])
+    verdict = screen(hint, [run_with(recorded, decision, hint_reads=hint_reads)])
     assert verdict == Screened(None, "r-0123456789abcdef01234567", 1, JOB)
     assert verdict.read
+
+
+def test_our_own_messages_are_not_held_to_the_read_budget() -> None:
+    spent = run_with(S.FAILED, hint_reads=HINT_READS_PER_ATTEMPT)
+    assert screen(message(S.FAILED), [spent]).read
+
+
+@pytest.mark.parametrize(("counted", "after"), [(0, 1), (2, 3), (3, 3), (5, 5)])
+def test_a_hint_read_is_counted_up_to_the_limit(counted: int, after: int) -> None:
+    run = run_with(S.RUNNING, hint_reads=counted)
+    changed = with_hint_read(run, 1, limit=3)
+    assert changed.attempts[0].hint_reads == after
+    assert (changed is run) is (counted == after)
+    assert run_from_document(run_to_document(changed)) == changed
 
 
 def test_the_attempt_that_records_the_job_is_the_one_screened() -> None:

@@ -9,6 +9,7 @@ not ours. No reconciler runs here: the hints alone carry each run to its end.
 
 from __future__ import annotations
 
+import json
 import logging
 import random
 import time
@@ -209,3 +210,35 @@ def test_a_wider_sink_costs_no_ledger_read_per_trainer_line(
     assert snapshot is not None and snapshot.run.status is RunStatus.SUCCEEDED
     assert hints.outcomes["dropped:not_service"] >= 600
     assert gets_of(vertex, job_name) - before <= MAX_READS_PER_JOB
+
+
+def test_however_many_error_lines_a_job_writes_its_hints_cost_at_most_three_reads(
+    services: Services, vertex: VertexAdmin, hints: Hints, fresh_name: Callable[[str], str]
+) -> None:
+    # The texts of a failed end are unknown, so every ERROR service line may be the end; a job
+    # writing many while it still runs (one per failing replica, say) spends the attempt's
+    # read budget, and the rest are dropped until the reconciler reads the job.
+    run_id, job_name = start_run(services, fresh_name("noisy"))
+    before = gets_of(vertex, job_name)
+    live_through(vertex, hints, 120 + 60)  # running: "Job is running." was read
+    assert gets_of(vertex, job_name) - before == 1
+    job_id = job_name.rsplit("/", 1)[-1]
+    for replica in range(10):
+        entry = {
+            "logName": f"projects/{LOCAL_PROJECT}/logs/ml.googleapis.com%2F{job_id}",
+            "resource": {
+                "type": "ml_job",
+                "labels": {"job_id": job_id, "project_id": LOCAL_PROJECT, "task_name": "service"},
+            },
+            "severity": "ERROR",
+            "textPayload": f"The replica workerpool0-{replica} exited with a non-zero status.",
+            "timestamp": "2026-12-01T04:10:00Z",
+        }
+        event = message_published(json.dumps(entry).encode(), {}, hints.topic)
+        result = handle_job_event(event, services, hints.rng)
+        hints.outcomes[f"{result.outcome.value}:{result.detail}"] += 1
+
+    assert gets_of(vertex, job_name) - before == MAX_READS_PER_JOB
+    assert hints.outcomes["dropped:read_budget"] == 8
+    snapshot = services.ledger.get_run(run_id)
+    assert snapshot is not None and snapshot.run.attempts[0].hint_reads == MAX_READS_PER_JOB
