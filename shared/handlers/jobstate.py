@@ -15,10 +15,9 @@ is read (docs/architecture.md, "Events are hints, state is read"):
    attempt (``Ledger.claim_hint_read``): past ``HINT_READS_PER_ATTEMPT`` reads, log hints of the
    attempt are dropped (``read_budget``), so no number of lines can cost more. Only then is the
    job read, once, by the exact name the ledger records; a RESOURCE_EXHAUSTED answer drops the
-   hint too (``throttled``:
-   the reconciler reads the state anyway, and a redelivery would meet the same quota). The job's
-   labels ``vd-run``/``vd-attempt`` name the run and the attempt (a job without them is not
-   ours: ignored);
+   hint too (``throttled``: the reconciler reads the state anyway, and a redelivery would meet
+   the same quota). The job's labels ``vd-run``/``vd-attempt`` name the run and the attempt (a
+   job without them is not ours: ignored);
 3. read the run. A state the attempt already records (with its decision, for a terminal state)
    changes nothing. A live state (queued, pending, running) is recorded. A terminal state of the
    run's last attempt is classified (``classify.classify``), decided (``decisions.decide``) and
