@@ -182,7 +182,7 @@ def test_a_job_that_is_not_ours_costs_no_read(
     assert hints.sink.counts.left_out >= 600
 
 
-def test_a_wider_sink_costs_no_ledger_read_per_trainer_line(
+def test_a_wider_sinks_trainer_lines_are_dropped_on_their_task_without_a_read(
     services: Services,
     vertex: VertexAdmin,
     clean_vertex_ai: VertexAIEmulator,
