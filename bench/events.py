@@ -72,11 +72,13 @@ def pubsub_message(
 
 
 def job_state(job_name: str, message_id: str) -> CloudEvent:
-    """Our job-state hint on the job-events topic: "look at job ``job_name``"."""
+    """Our job-state hint on the job-events topic: "look at job ``job_name``". It names no
+    observed state, so on_job_event reads the job (a hint whose state the ledger records is
+    dropped without a read: that would measure the cheap path)."""
     return pubsub_message(
         "vertex-dispatch-job-events",
         message_id,
-        {"job_name": job_name, "observed_state": "JOB_STATE_QUEUED"},
+        {"job_name": job_name},
         {"vertex_dispatch_kind": JOB_STATE_KIND},
     )
 

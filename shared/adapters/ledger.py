@@ -36,6 +36,7 @@ from shared.model.runs import (
     ACTIONS_OWED_FIELD,
     CREATE_FAILED_STATE,
     INTENT_STATE,
+    JOB_IDS_FIELD,
     LIVE_STATUSES,
     REOPENABLE_STATUSES,
     WAITING_STATUSES,
@@ -59,6 +60,7 @@ from shared.model.runs import (
     with_claimed_attempt,
     with_decision,
     with_duplicate_jobs,
+    with_hint_read,
     with_job,
     with_notice,
     with_observed_state,
@@ -407,6 +409,25 @@ class Ledger:
         from google.cloud.firestore_v1 import FieldFilter
 
         return self._query(FieldFilter(ACTIONS_OWED_FIELD, "==", True), limit)
+
+    def claim_hint_read(self, known: RunSnapshot, attempt_number: int, limit: int) -> bool:
+        """Count one Vertex AI read for a log hint on the attempt, unless ``limit`` are counted
+        already; True when counted (the read may be made). Tried on ``known`` first."""
+        change = lambda run: with_hint_read(run, attempt_number, limit)  # noqa: E731
+        return self._apply(known.run.run_id, change, known)[1]
+
+    def find_runs_by_job_id(self, job_id: str) -> list[RunSnapshot]:
+        """The runs whose attempts record a job of numeric id ``job_id`` (``customJobs/ID``):
+        none for another system's job, one for ours. At most two are read: two would be a
+        collision of ids that the caller resolves by reading the job."""
+        from google.cloud.firestore_v1 import FieldFilter
+
+        return self._query(FieldFilter(JOB_IDS_FIELD, "array_contains", job_id), 2)
+
+    def find_run_by_job_id(self, job_id: str) -> RunSnapshot | None:
+        """The run that records a job of numeric id ``job_id``, or None (the first of two)."""
+        found = self.find_runs_by_job_id(job_id)
+        return found[0] if found else None
 
     def _query(
         self, where: FieldFilter, limit: int, descending_by: str | None = None

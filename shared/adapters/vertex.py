@@ -229,6 +229,14 @@ def cancel_custom_job(name: str) -> None:
         client.cancel_custom_job(name=name, retry=_READ_RETRY, timeout=READ_TIMEOUT_SECONDS)
 
 
+def is_resource_exhausted(error: BaseException) -> bool:
+    """Whether ``error`` (raised here) was a RESOURCE_EXHAUSTED answer: a rate limit
+    (``BackendUnavailable``) or a quota (``QuotaExceeded``)."""
+    return isinstance(error, QuotaExceeded) or isinstance(
+        error.__cause__, api_exceptions.TooManyRequests
+    )
+
+
 def region_of(resource_name: str) -> str:
     """The location in ``projects/P/locations/R[/...]``; it picks the regional endpoint."""
     match = _LOCATION_OF_NAME.match(resource_name)

@@ -5,18 +5,28 @@ Two shapes arrive on the job-events topic, both as Pub/Sub messagePublished Clou
 - **our job-state message**, published by the reconciler: attribute
   ``vertex_dispatch_kind=job_state``, body ``{"job_name": "projects/N/locations/R/customJobs/ID",
   "observed_state": "JOB_STATE_FAILED"}``;
-- **a Cloud Logging ``LogEntry``**, routed by a log sink on ``resource.type="ml_job"``: the body
-  is the entry's JSON. The ``ml_job`` monitored resource names the job by ``labels.job_id`` and
-  ``labels.project_id`` (and ``labels.task_name``: ``service`` or ``workerpool0-0``); it has no
-  region label, so the region comes from ``labels.location``/``labels.region`` when present,
-  else from the entry's ``compute.googleapis.com/zone`` label, else it is left open and the
-  job-state function looks in each region the config uses.
+- **a Cloud Logging ``LogEntry``**, routed by a log sink whose filter is ``SINK_FILTER``: the
+  body is the entry's JSON. The ``ml_job`` monitored resource names the job by ``labels.job_id``
+  and ``labels.project_id``, and the task that wrote the line by ``labels.task_name``:
+  ``service`` for the lines Vertex AI itself writes about the job, ``workerpool0-0`` (etc.) for
+  the trainer's own output. It has no region label, so the region comes from
+  ``labels.location``/``labels.region`` when present, else from the entry's
+  ``compute.googleapis.com/zone`` label, else it is left open (the ledger's job name has it).
 
-Neither is trusted beyond naming a job (docs/architecture.md, "Events are hints, state is read"):
-the job is read from Vertex AI, and its labels, not the hint, say which run and attempt it is. So
-``observed_state`` is informative only, and a hint that cannot be decoded is malformed
-(``MalformedEvent``): the job-state function logs it and acknowledges it, since redelivering cannot
-fix it and the reconciler catches the state anyway. Nothing here imports a Google Cloud client.
+The sink takes only ``service`` lines: a trainer may log thousands of lines, and each routed line
+is one invocation of the job-state function. What a service line can mean for the job's state is
+``LineMeaning`` (``line_meaning``): the texts of a successful job's lifecycle are known (seen in
+``gcloud ai custom-jobs stream-logs`` output, ``KNOWN_SERVICE_LINES``); the texts of a failed or
+cancelled end are not published, so a line of severity ERROR or higher, or one starting "Job "
+that is not a known live line, counts as a possible end.
+
+Neither hint is trusted beyond naming a job (docs/architecture.md, "Events are hints, state is
+read"): the job is read from Vertex AI, and its labels, not the hint, say which run and attempt it
+is. So ``observed_state`` and a line's meaning only let the job-state function skip a read that
+cannot change anything (``shared.policy.hint_screen``), and a hint that cannot be decoded is
+malformed (``MalformedEvent``): the job-state function logs it and acknowledges it, since
+redelivering cannot fix it and the reconciler catches the state anyway. Nothing here imports a
+Google Cloud client.
 """
 
 from __future__ import annotations
@@ -39,6 +49,11 @@ if TYPE_CHECKING:
 JOB_STATE_KIND = "job_state"
 """The ``vertex_dispatch_kind`` attribute value of our job-state messages."""
 ML_JOB_RESOURCE = "ml_job"
+SERVICE_TASK = "service"
+"""``resource.labels.task_name`` of the lines Vertex AI itself writes about a job."""
+SINK_FILTER = f'resource.type="{ML_JOB_RESOURCE}" AND resource.labels.task_name="{SERVICE_TASK}"'
+"""The log sink's filter (deploy/terraform monitoring.tf, the local log-sink stand-in): the one
+place it is written; tests/deploy/test_terraform_job_log_sink.py holds Terraform to it."""
 ZONE_LABEL = "compute.googleapis.com/zone"
 
 _JOB_NAME = re.compile(
@@ -60,6 +75,62 @@ class HintSource(enum.StrEnum):
     LOG_ENTRY = "log_entry"  # a Cloud Logging entry for resource.type ml_job (a log sink)
 
 
+class LineMeaning(enum.StrEnum):
+    """What a service log line says about its job's state, as far as its text tells."""
+
+    NOTHING = "nothing"  # a step of provisioning or tear-down, or no text: no state to read
+    RUNNING = "running"  # "Job is running.": the job runs
+    ENDED = "ended"  # "Job completed successfully."
+    POSSIBLE_END = "possible_end"  # ERROR or worse, or an unknown "Job ..." line: maybe the end
+
+
+KNOWN_SERVICE_LINES: dict[str, LineMeaning] = {
+    # A successful CustomJob's service lines, in order (gcloud ai custom-jobs stream-logs).
+    "Waiting for job to be provisioned.": LineMeaning.NOTHING,
+    "Vertex AI is provisioning job running framework. First time usage might take couple of "
+    "minutes, and subsequent runs can be much faster.": LineMeaning.NOTHING,
+    "Vertex AI is setting up this job.": LineMeaning.NOTHING,
+    "Waiting for training program to start.": LineMeaning.NOTHING,
+    "Job is preparing.": LineMeaning.NOTHING,
+    "Job is running.": LineMeaning.RUNNING,
+    "Tearing down training program.": LineMeaning.NOTHING,
+    "Finished tearing down training program.": LineMeaning.NOTHING,
+    "Job completed successfully.": LineMeaning.ENDED,
+}
+# Cloud Logging's LogSeverity, by name; ERROR and worse may report a failed end.
+_SEVERITY_RANKS = {
+    "DEFAULT": 0,
+    "DEBUG": 100,
+    "INFO": 200,
+    "NOTICE": 300,
+    "WARNING": 400,
+    "ERROR": 500,
+    "CRITICAL": 600,
+    "ALERT": 700,
+    "EMERGENCY": 800,
+}
+_ERROR_RANK = _SEVERITY_RANKS["ERROR"]
+_END_PREFIX = "Job "
+
+
+def line_meaning(text: str | None, severity: str | None) -> LineMeaning:
+    """What a service line of ``text`` at ``severity`` (a LogSeverity name) says of the job."""
+    known = KNOWN_SERVICE_LINES.get((text or "").strip())
+    if _severity_rank(severity) >= _ERROR_RANK:
+        return known if known is LineMeaning.ENDED else LineMeaning.POSSIBLE_END
+    if known is not None:
+        return known
+    if (text or "").lstrip().startswith(_END_PREFIX):
+        return LineMeaning.POSSIBLE_END
+    return LineMeaning.NOTHING
+
+
+def _severity_rank(severity: str | None) -> int:
+    """A LogSeverity name's number (a sink may also write the number itself); 0 if unknown."""
+    name = (severity or "").strip().upper()
+    return int(name) if name.isascii() and name.isdigit() else _SEVERITY_RANKS.get(name, 0)
+
+
 @dataclass(frozen=True)
 class JobHint:
     """ "Look at job ``job_id`` of ``project``": all a hint is trusted to say."""
@@ -69,6 +140,15 @@ class JobHint:
     region: str | None  # None: the hint does not say; look in every region the config uses
     source: HintSource
     observed_state: str | None = None  # what the sender saw; informative only
+    # A log entry's: the task that wrote it, what its line says (service lines) and its severity.
+    task_name: str | None = None
+    meaning: LineMeaning | None = None
+    severity: str | None = None
+
+    @property
+    def is_service_line(self) -> bool:
+        """Whether this is a log entry Vertex AI wrote about the job (not the trainer's)."""
+        return self.source is HintSource.LOG_ENTRY and self.task_name == SERVICE_TASK
 
     def job_name(self, region: str) -> str:
         """The job's resource name if it is in ``region``."""
@@ -149,12 +229,29 @@ def _log_entry_hint(entry: Mapping[str, Any]) -> JobHint:
         raise MalformedEvent(
             f"log entry resource.labels.project_id must be a project id; got {_shown(project)}"
         )
+    task_name = labels.get("task_name")
+    task_name = task_name if isinstance(task_name, str) else None
+    severity = entry.get("severity")
+    severity = str(severity) if isinstance(severity, str | int) else None
     return JobHint(
         project=project,
         job_id=job_id,
         region=_log_entry_region(labels, entry.get("labels")),
         source=HintSource.LOG_ENTRY,
+        task_name=task_name,
+        meaning=line_meaning(_line_text(entry), severity) if task_name == SERVICE_TASK else None,
+        severity=severity,
     )
+
+
+def _line_text(entry: Mapping[str, Any]) -> str | None:
+    """The entry's line: its textPayload, else its jsonPayload.message."""
+    text = entry.get("textPayload")
+    if isinstance(text, str):
+        return text
+    payload = entry.get("jsonPayload")
+    message = payload.get("message") if isinstance(payload, Mapping) else None
+    return message if isinstance(message, str) else None
 
 
 def _log_entry_region(resource_labels: Mapping[str, Any], entry_labels: object) -> str | None:

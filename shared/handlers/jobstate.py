@@ -7,8 +7,17 @@ is read (docs/architecture.md, "Events are hints, state is read"):
 1. decode the hint; one that names no job is logged (ERROR, so a misrouted log sink shows up)
    and acknowledged: there is no run to record it on, redelivery cannot fix it, and the
    reconciler sees the job's state anyway;
-2. read the job once from Vertex AI; its labels ``vd-run``/``vd-attempt`` name the run and the
-   attempt (a job without them is not ours: ignored);
+2. screen the hint without a Vertex AI read (``shared.policy.hint_screen``): a log entry of a
+   task other than ``service`` is dropped at once; otherwise the ledger is asked which run records
+   a job of the hint's id (``Ledger.find_runs_by_job_id``), and a hint for a job we did not make,
+   for an attempt whose end is recorded, or that cannot change what the attempt records is dropped
+   (one INFO line with ``hint_dropped``, the reason). A log hint's read is first counted on the
+   attempt (``Ledger.claim_hint_read``): past ``HINT_READS_PER_ATTEMPT`` reads, log hints of the
+   attempt are dropped (``read_budget``), so no number of lines can cost more. Only then is the
+   job read, once, by the exact name the ledger records; a RESOURCE_EXHAUSTED answer drops the
+   hint too (``throttled``: the reconciler reads the state anyway, and a redelivery would meet
+   the same quota). The job's labels ``vd-run``/``vd-attempt`` name the run and the attempt (a
+   job without them is not ours: ignored);
 3. read the run. A job of an attempt that records ANOTHER job is a duplicate
    (``policy.duplicates``): it is cancelled and alerted once (``handlers.duplicates.settle``),
    noted on the attempt, and its state is never the attempt's (``DUPLICATE``). A state the
@@ -45,17 +54,18 @@ from cloudevents.http import CloudEvent
 from shared.decode import hints
 from shared.logs import log
 from shared.model import loglines
-from shared.model.errors import MalformedEvent, PermanentError
+from shared.model.errors import BackendUnavailable, MalformedEvent, PermanentError
+from shared.policy.hint_screen import HintDrop
 
 if TYPE_CHECKING:
     from google.cloud import aiplatform_v1
 
     from shared.adapters.ledger import Attempt, Run, RunSnapshot
-    from shared.config.model import Config
     from shared.decode.hints import JobHint
     from shared.handlers.services import Services
     from shared.policy.classify import Classification
     from shared.policy.decisions import Decision
+    from shared.policy.hint_screen import Screened
 
 RUN_LABEL = "vd-run"  # shared.policy.jobspec.RUN_LABEL, without importing the protos it needs
 ATTEMPT_LABEL = "vd-attempt"
@@ -67,7 +77,8 @@ class JobStateOutcome(enum.StrEnum):
     """How one hint ended; every member means "acknowledge the hint"."""
 
     MALFORMED = "malformed"  # the hint names no job: logged and dropped
-    NOT_FOUND = "not_found"  # no such job in any region the config uses
+    DROPPED = "dropped"  # screened out without a Vertex AI read (``hint_screen.HintDrop``)
+    NOT_FOUND = "not_found"  # the ledger's job name is not (or no longer) a job
     NOT_OURS = "not_ours"  # the job has no vd-run label: another system's job
     UNKNOWN_RUN = "unknown_run"  # labelled with a run (or attempt) the ledger does not have
     REFUSED = "refused"  # a permanent error, logged: e.g. the service refused to read the job
@@ -107,29 +118,32 @@ def handle_job_event(
             error=str(error),
         )
         return JobStateResult(JobStateOutcome.MALFORMED, detail=str(error))
+    screened, found = _screen(hint, services)
+    if screened.drop is not None or screened.job_name is None:
+        return _dropped(hint, screened.drop or HintDrop.NOT_OURS, screened.run_id)
+    if not _hint_read_allowed(hint, screened, found, services):
+        return _dropped(hint, HintDrop.READ_BUDGET, screened.run_id)
+    from shared.adapters import vertex
+
     try:
-        job = _read_job(hint, services)
-    except PermanentError as error:
-        # Refused, not missing (a job of another project, an id the service calls invalid):
-        # redelivery cannot change the answer. The reconciler still lists our own jobs.
-        log(
-            logger,
-            logging.ERROR,
-            "hinted job cannot be read",
-            job_id=hint.job_id,
-            project=hint.project,
-            error=str(error),
-        )
-        return JobStateResult(JobStateOutcome.REFUSED, detail=str(error))
+        job = _read_job(screened.job_name)
+    except (BackendUnavailable, PermanentError) as error:
+        if not vertex.is_resource_exhausted(error):
+            if isinstance(error, PermanentError):
+                return _refused(hint, error)
+            raise
+        return _dropped(hint, HintDrop.THROTTLED, screened.run_id, error=str(error))
     if job is None:
         log(
             logger,
             logging.WARNING,
             "hinted job not found",
-            job_id=hint.job_id,
-            project=hint.project,
+            labels=_run_label(screened.run_id),
+            job=screened.job_name,
         )
-        return JobStateResult(JobStateOutcome.NOT_FOUND, detail=f"job {hint.job_id}")
+        return JobStateResult(
+            JobStateOutcome.NOT_FOUND, screened.run_id, screened.job_name, detail="not found"
+        )
     try:
         return apply_job_state(job, services, rng or random.Random())
     except PermanentError as error:
@@ -253,27 +267,74 @@ def _duplicate(
     return result, snapshot
 
 
-def _read_job(hint: JobHint, services: Services) -> aiplatform_v1.CustomJob | None:
-    """The hinted job, read once; a hint without a region is looked for in the config's regions."""
+def _screen(hint: JobHint, services: Services) -> tuple[Screened, list[RunSnapshot]]:
+    """The hint screened against the ledger (``hint_screen``), and the runs the ledger found:
+    no ledger read for a log entry that is not a service line, and no Vertex AI read at all."""
+    from shared.policy.hint_screen import Screened, screen, screen_task
+
+    drop = screen_task(hint)
+    if drop is not None:
+        return Screened(drop), []
+    found = services.ledger.find_runs_by_job_id(hint.job_id)
+    return screen(hint, [snapshot.run for snapshot in found]), found
+
+
+def _hint_read_allowed(
+    hint: JobHint, screened: Screened, found: list[RunSnapshot], services: Services
+) -> bool:
+    """For a log hint, count the read in the ledger first (``HINT_READS_PER_ATTEMPT``): False
+    when the attempt's budget is spent (by a concurrent delivery since the screen)."""
+    from shared.policy.hint_screen import HINT_READS_PER_ATTEMPT
+
+    if hint.source is not hints.HintSource.LOG_ENTRY or screened.attempt is None:
+        return True
+    known = next(s for s in found if s.run.run_id == screened.run_id)
+    return services.ledger.claim_hint_read(known, screened.attempt, HINT_READS_PER_ATTEMPT)
+
+
+def _dropped(
+    hint: JobHint, reason: HintDrop, run_id: str | None, **fields: object
+) -> JobStateResult:
+    """Log the hint's drop (INFO, ``hint_dropped``: the dashboards count these) and say so."""
+    log(
+        logger,
+        logging.INFO,
+        "job-state hint not read",
+        labels=_run_label(run_id),
+        hint_dropped=reason.value,
+        job_id=hint.job_id,
+        source=hint.source.value,
+        **fields,
+    )
+    return JobStateResult(JobStateOutcome.DROPPED, run_id, detail=reason.value)
+
+
+def _refused(hint: JobHint, error: PermanentError) -> JobStateResult:
+    # Refused, not missing (a job of another project, an id the service calls invalid):
+    # redelivery cannot change the answer. The reconciler still lists our own jobs.
+    log(
+        logger,
+        logging.ERROR,
+        "hinted job cannot be read",
+        job_id=hint.job_id,
+        project=hint.project,
+        error=str(error),
+    )
+    return JobStateResult(JobStateOutcome.REFUSED, detail=str(error))
+
+
+def _read_job(job_name: str) -> aiplatform_v1.CustomJob | None:
+    """The job ``job_name`` as the ledger records it, read once; None when it does not exist."""
     from shared.adapters import vertex
 
-    regions = [hint.region] if hint.region else candidate_regions(services.config)
-    for region in regions:
-        try:
-            return vertex.get_custom_job(hint.job_name(region))
-        except vertex.VertexNotFound:
-            continue
-    return None
+    try:
+        return vertex.get_custom_job(job_name)
+    except vertex.VertexNotFound:
+        return None
 
 
-def candidate_regions(config: Config) -> list[str]:
-    """Every region the config places jobs in: its default region first."""
-    regions = [config.region]
-    for template in config.templates.values():
-        for placement in template.placements:
-            if placement.region and placement.region not in regions:
-                regions.append(placement.region)
-    return regions
+def _run_label(run_id: str | None) -> dict[str, str]:
+    return {"run_id": run_id} if run_id else {}
 
 
 def _run_and_attempt(job: aiplatform_v1.CustomJob) -> tuple[str | None, int | None]:

@@ -22,7 +22,8 @@ The document (field names as stored)::
                                        CancelReason value: who asked and why),
                                        duplicate_jobs (list of the names of other jobs
                                        found for the attempt and cancelled:
-                                       ``shared.policy.duplicates``)}
+                                       ``shared.policy.duplicates``),
+                                       hint_reads (reads made for log hints, absent: 0)}
     alerts                             list of the alerts claimed (sent, or being sent): a
                                        reason, or reason@scope for one alerted once per
                                        attempt or per day of a wait (policy.watchdogs)
@@ -36,6 +37,9 @@ The document (field names as stored)::
                                        that can take it (kept across its retries; null again
                                        once a job is recorded)
     created_at, updated_at             timestamps
+    job_ids                            derived, never read back: the numeric ids of the
+                                       attempts' jobs (``customJobs/ID``), for the job-state
+                                       function's lookup of a hinted job (``array_contains``)
 """
 
 from __future__ import annotations
@@ -135,6 +139,10 @@ class Attempt:
     # Other jobs found with this attempt's labels, cancelled and alerted (policy/duplicates.py):
     # their states and ends are never the attempt's.
     duplicate_jobs: tuple[str, ...] = ()
+    # Vertex AI reads the job-state function made for log lines about this attempt's job,
+    # counted before each read and bounded (``policy.hint_screen``): however many lines a job's
+    # end brings, its hints cost at most that many reads.
+    hint_reads: int = 0
 
 
 @dataclass(frozen=True)
@@ -328,6 +336,17 @@ def with_duplicate_jobs(run: Run, attempt_number: int, job_names: tuple[str, ...
     )
 
 
+def with_hint_read(run: Run, attempt_number: int, limit: int) -> Run:
+    """``run`` with one more hint read counted on attempt ``attempt_number``; unchanged when
+    ``limit`` reads are counted already (then no read may be made)."""
+    attempt = run.attempt(attempt_number)
+    if attempt is None:
+        raise InvalidTransition(f"run {run.run_id} has no attempt {attempt_number}")
+    if attempt.hint_reads >= limit:
+        return run
+    return _with_attempt(run, replace(attempt, hint_reads=attempt.hint_reads + 1))
+
+
 def _with_attempt(run: Run, updated: Attempt) -> Run:
     """``run`` with its attempt of ``updated``'s number replaced by ``updated``."""
     return replace(
@@ -517,6 +536,7 @@ def _refuse_if_terminal(run: Run, action: str) -> None:
 
 
 ACTIONS_OWED_FIELD = "actions_owed"
+JOB_IDS_FIELD = "job_ids"
 COMPLETION_NOTICE = "completion"
 """The notice a run gets once its completion message was published
 (``shared.adapters.completions``)."""
@@ -570,7 +590,14 @@ def run_to_document(run: Run) -> dict[str, Any]:
         "created_at": run.created_at,
         "updated_at": run.updated_at,
         ACTIONS_OWED_FIELD: bool(owed_actions(run)),  # derived, for the reconciler's query
+        JOB_IDS_FIELD: job_ids(run),  # derived, for the job-state function's lookup
     }
+
+
+def job_ids(run: Run) -> list[str]:
+    """The numeric ids of ``run``'s jobs (the last part of each attempt's job name), in order."""
+    ids = [a.job_name.rsplit("/", 1)[-1] for a in run.attempts if a.job_name is not None]
+    return list(dict.fromkeys(ids))
 
 
 def run_from_document(document: Mapping[str, Any]) -> Run:
@@ -608,6 +635,7 @@ def _attempt_to_document(attempt: Attempt) -> dict[str, Any]:
         "cancel_requested_at": attempt.cancel_requested_at,
         "cancel_reason": attempt.cancel_reason,
         "duplicate_jobs": list(attempt.duplicate_jobs),
+        "hint_reads": attempt.hint_reads,
     }
 
 
@@ -625,4 +653,5 @@ def _attempt_from_document(document: Mapping[str, Any]) -> Attempt:
         cancel_requested_at=document.get("cancel_requested_at"),
         cancel_reason=document.get("cancel_reason"),
         duplicate_jobs=tuple(document.get("duplicate_jobs") or ()),
+        hint_reads=document.get("hint_reads") or 0,
     )

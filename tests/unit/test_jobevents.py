@@ -9,7 +9,15 @@ from typing import Any
 import pytest
 from cloudevents.http import CloudEvent
 
-from shared.decode.hints import HintSource, JobHint, decode_hint, job_state_message
+from shared.decode.hints import (
+    SERVICE_TASK,
+    HintSource,
+    JobHint,
+    LineMeaning,
+    decode_hint,
+    job_state_message,
+    line_meaning,
+)
 from shared.model.errors import MalformedEvent
 
 JOB_NAME = "projects/123456789012/locations/us-central1/customJobs/1000000000000000001"
@@ -98,12 +106,27 @@ def log_entry(entry: dict[str, Any]) -> CloudEvent:
         ),
         pytest.param(
             log_entry(SERVICE_LOG_ENTRY),
-            JobHint("acme-ml", "1000000000000000001", None, HintSource.LOG_ENTRY),
+            JobHint(
+                "acme-ml",
+                "1000000000000000001",
+                None,
+                HintSource.LOG_ENTRY,
+                task_name="service",
+                meaning=LineMeaning.POSSIBLE_END,
+                severity="INFO",
+            ),
             id="a service log entry names no region",
         ),
         pytest.param(
             log_entry(WORKER_LOG_ENTRY),
-            JobHint("acme-ml", "1000000000000000001", "us-east4", HintSource.LOG_ENTRY),
+            JobHint(
+                "acme-ml",
+                "1000000000000000001",
+                "us-east4",
+                HintSource.LOG_ENTRY,
+                task_name="workerpool0-0",
+                severity="INFO",
+            ),
             id="a worker log entry's zone gives the region",
         ),
     ],
@@ -162,3 +185,95 @@ def entry_without_job_id() -> dict[str, Any]:
 def test_a_hint_that_names_no_job_is_malformed(event: CloudEvent, names: str) -> None:
     with pytest.raises(MalformedEvent, match=names.replace(".", r"\.")):
         decode_hint(event)
+
+
+PROVISIONING = (
+    "Vertex AI is provisioning job running framework. First time usage might take couple of "
+    "minutes, and subsequent runs can be much faster."
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "severity", "meaning"),
+    [
+        # A successful job's service lines, in the order Vertex AI writes them.
+        ("Waiting for job to be provisioned.", "INFO", LineMeaning.NOTHING),
+        (PROVISIONING, "INFO", LineMeaning.NOTHING),
+        ("Vertex AI is setting up this job.", "INFO", LineMeaning.NOTHING),
+        ("Waiting for training program to start.", "INFO", LineMeaning.NOTHING),
+        ("Job is preparing.", "INFO", LineMeaning.NOTHING),
+        ("Job is running.", "INFO", LineMeaning.RUNNING),
+        ("Tearing down training program.", "INFO", LineMeaning.NOTHING),
+        ("Finished tearing down training program.", "INFO", LineMeaning.NOTHING),
+        ("Job completed successfully.", "INFO", LineMeaning.ENDED),
+        # What is not known is a possible end, never nothing.
+        ("Job failed.", "INFO", LineMeaning.POSSIBLE_END),
+        ("Job was cancelled.", None, LineMeaning.POSSIBLE_END),
+        (
+            "The replica workerpool0-0 exited with a non-zero status of 1.",
+            "ERROR",
+            LineMeaning.POSSIBLE_END,
+        ),
+        ("Job is running.", "ERROR", LineMeaning.POSSIBLE_END),
+        ("Waiting for job to be provisioned.", "CRITICAL", LineMeaning.POSSIBLE_END),
+        ("Job completed successfully.", "ERROR", LineMeaning.ENDED),
+        ("anything at all", "500", LineMeaning.POSSIBLE_END),
+        ("anything at all", "WARNING", LineMeaning.NOTHING),
+        ("  Job is running.\n", "info", LineMeaning.RUNNING),
+        (None, "INFO", LineMeaning.NOTHING),
+        ("", None, LineMeaning.NOTHING),
+        ("Jobs are great", "INFO", LineMeaning.NOTHING),
+    ],
+)
+def test_what_a_service_line_says(
+    text: str | None, severity: str | None, meaning: LineMeaning
+) -> None:
+    assert line_meaning(text, severity) is meaning
+
+
+def service_entry(**payload: Any) -> dict[str, Any]:
+    entry = {k: v for k, v in SERVICE_LOG_ENTRY.items() if k != "textPayload"}
+    return {**entry, **payload}
+
+
+@pytest.mark.parametrize(
+    ("entry", "task_name", "meaning"),
+    [
+        pytest.param(
+            service_entry(textPayload="Job is running."),
+            SERVICE_TASK,
+            LineMeaning.RUNNING,
+            id="textPayload",
+        ),
+        pytest.param(
+            service_entry(jsonPayload={"message": "Job completed successfully."}),
+            SERVICE_TASK,
+            LineMeaning.ENDED,
+            id="jsonPayload.message",
+        ),
+        pytest.param(
+            service_entry(jsonPayload={"levelname": "INFO"}),
+            SERVICE_TASK,
+            LineMeaning.NOTHING,
+            id="no text",
+        ),
+        pytest.param(
+            service_entry(textPayload="Job is running.", severity="ERROR"),
+            SERVICE_TASK,
+            LineMeaning.POSSIBLE_END,
+            id="severity read",
+        ),
+        pytest.param(
+            {**WORKER_LOG_ENTRY, "jsonPayload": {"message": "Job completed successfully."}},
+            "workerpool0-0",
+            None,
+            id="a trainer line means nothing, whatever it says",
+        ),
+    ],
+)
+def test_a_log_entry_hint_carries_its_task_and_meaning(
+    entry: dict[str, Any], task_name: str, meaning: LineMeaning | None
+) -> None:
+    hint = decode_hint(log_entry(entry))
+    assert (hint.task_name, hint.meaning) == (task_name, meaning)
+    assert hint.is_service_line is (task_name == SERVICE_TASK)

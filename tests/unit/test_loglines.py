@@ -63,20 +63,7 @@ def _top_fields(line: loglines.LogLine) -> set[str]:
 
 
 MESSAGE_LINES = [line for line in loglines.LINES if line.message is not None]
-KEYED_LINES = [
-    pytest.param(
-        line,
-        marks=pytest.mark.xfail(
-            strict=True,
-            reason="written by on_job_event's pre-read filtering (issue 15 part 1, hints "
-            "branch): remove this mark once it is merged",
-        ),
-    )
-    if line is loglines.HINT_DROPPED
-    else line
-    for line in loglines.LINES
-    if line.message is None
-]
+KEYED_LINES = [line for line in loglines.LINES if line.message is None]
 
 
 @pytest.mark.parametrize("line", MESSAGE_LINES, ids=lambda line: line.message)

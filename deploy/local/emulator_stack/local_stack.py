@@ -7,8 +7,9 @@
   and at the dispatch config (``VERTEX_DISPATCH_CONFIG``);
 - the config's topics, a push subscription from each Pub/Sub trigger to its function (dead-letter
   policy included), and the buckets the storage routes watch;
-- the Eventarc stand-in (storage events) and the Cloud Scheduler stand-in (reconcile tick and the
-  config's schedules).
+- the Eventarc stand-in (storage events), the Cloud Scheduler stand-in (reconcile tick and the
+  config's schedules) and the log-sink stand-in (the Vertex AI emulator's simulated ml_job log
+  entries that ``SINK_FILTER`` takes, on the job-events topic: ``emulator_stack.logsink``).
 
 Every component logs into ``log_dir`` (``<component>.log``; the stand-ins into ``stack.log``).
 ``stop`` ends everything, and anything left is ended at interpreter exit. If a part fails to
@@ -39,6 +40,7 @@ from emulator_stack.functions import (
     FunctionServer,
     start_function_server,
 )
+from emulator_stack.logsink import LogSink
 from emulator_stack.pubsub import PubSubEmulator
 from emulator_stack.scheduler import LocalScheduler, ScheduleJob
 from emulator_stack.stack import EmulatorStack, start_emulators
@@ -70,6 +72,7 @@ class StackSettings:
     vertex_error_delay: str | None = VERTEX_ERROR_DELAY
     reconcile_every_seconds: float = 2.0
     storage_poll_seconds: float = 0.5
+    log_sink_poll_seconds: float = 0.5
 
 
 @dataclass(frozen=True)
@@ -85,6 +88,7 @@ class LocalStack:
     eventarc: StorageEventarc
     scheduler: LocalScheduler
     dead_letter_topic: str
+    log_sink: LogSink
     _restarts: dict[str, int] = field(default_factory=dict, repr=False)
 
     @property
@@ -112,6 +116,7 @@ class LocalStack:
             status[f"function {target}"] = server.is_running()
         status["eventarc stand-in"] = self.eventarc.is_running()
         status["scheduler stand-in"] = self.scheduler.is_running()
+        status["log-sink stand-in"] = self.log_sink.is_running()
         return status
 
     def crash_and_restart_function(self, target: str) -> FunctionServer:
@@ -129,6 +134,7 @@ class LocalStack:
     def stop(self) -> None:
         """Stop the stand-ins, then the functions, then the emulators (idempotent)."""
         self.scheduler.stop()
+        self.log_sink.stop()
         self.eventarc.stop()
         _stop_functions(self.functions)
         self.emulators.stop()
@@ -187,14 +193,30 @@ def start_local_stack(settings: StackSettings, log_dir: Path) -> LocalStack:
             ],
             settings.reconcile_every_seconds,
         )
+        log_sink = LogSink(
+            emulators.get("vertex-ai", VertexAIEmulator).admin_url,
+            pubsub.publish,
+            _job_events_topic(config),
+            poll_seconds=settings.log_sink_poll_seconds,
+        )
     except BaseException:
         _stop_functions(functions)
         emulators.stop()
         raise
     eventarc.start()
     scheduler.start()
+    log_sink.start()
     return LocalStack(
-        settings, config, log_dir, emulators, functions, pubsub, eventarc, scheduler, dead_letter
+        settings,
+        config,
+        log_dir,
+        emulators,
+        functions,
+        pubsub,
+        eventarc,
+        scheduler,
+        dead_letter,
+        log_sink,
     )
 
 
@@ -223,11 +245,14 @@ def _requests_topic(config: Config) -> str:
     return config.requests_topic
 
 
+def _job_events_topic(config: Config) -> str:
+    return config.job_events_topic or topic_path(config.project, "vertex-dispatch-job-events")
+
+
 def _push_routes(config: Config, functions: Mapping[str, FunctionServer]) -> list[PushRoute]:
-    job_events = config.job_events_topic or topic_path(config.project, "vertex-dispatch-job-events")
     return [
         PushRoute(_requests_topic(config), functions[REQUEST].url),
-        PushRoute(job_events, functions[JOB_EVENT].url),
+        PushRoute(_job_events_topic(config), functions[JOB_EVENT].url),
         PushRoute(topic_path(config.project, RECONCILE_TICKS_TOPIC_ID), functions[RECONCILE].url),
     ]
 
@@ -255,7 +280,7 @@ def _create_bucket(storage_url: str, project: str, bucket: str) -> None:
 def _log_stand_ins_to(path: Path) -> None:
     handler = logging.FileHandler(path, encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
-    for name in ("emulator_stack.eventarc", "emulator_stack.scheduler"):
+    for name in ("emulator_stack.eventarc", "emulator_stack.scheduler", "emulator_stack.logsink"):
         stand_in = logging.getLogger(name)
         stand_in.handlers = [handler]
         stand_in.setLevel(logging.INFO)

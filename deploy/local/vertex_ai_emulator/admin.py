@@ -57,6 +57,8 @@ class AdminApi:
             ("GET", "faults"): self._list_faults,
             ("POST", "faults"): self._add_fault,
             ("DELETE", "faults"): self._clear_faults,
+            ("GET", "logEntries"): self._log_entries,
+            ("PUT", "jobLogs"): self._set_job_logs,
         }
 
     def handle(self, http_method: str, path: str, query: Query, body: Any) -> AdminAnswer:
@@ -145,6 +147,14 @@ class AdminApi:
     def _set_timings(self, query: Query, body: Any) -> dict[str, Any]:
         return self._emulator.set_timings(_require_object(body))
 
+    def _log_entries(self, query: Query, body: Any) -> dict[str, Any]:
+        after = _query_integer(query, "after", 0)
+        page_size = _query_integer(query, "pageSize", 1000)
+        return self._emulator.log_entries(after, max(1, page_size))
+
+    def _set_job_logs(self, query: Query, body: Any) -> dict[str, Any]:
+        return self._emulator.set_log_settings(_require_object(body))
+
     def _list_faults(self, query: Query, body: Any) -> dict[str, Any]:
         return {"faults": [rule.to_dict() for rule in self._dispatcher.faults.rules()]}
 
@@ -156,6 +166,15 @@ class AdminApi:
     def _clear_faults(self, query: Query, body: Any) -> dict[str, Any]:
         self._dispatcher.faults.replace_all([])
         return {}
+
+
+def _query_integer(query: Query, name: str, default: int) -> int:
+    text = query.get(name, [str(default)])[0]
+    if not text.isascii() or not text.isdigit():
+        raise invalid_argument(
+            f"query parameter {name!r} must be a non-negative integer, got {text!r}"
+        )
+    return int(text)
 
 
 def _require_object(body: Any) -> dict[str, Any]:

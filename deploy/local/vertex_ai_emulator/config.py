@@ -18,6 +18,7 @@ from google.cloud import aiplatform_v1
 
 from vertex_ai_emulator.durations import parse_duration
 from vertex_ai_emulator.errors import ConfigError
+from vertex_ai_emulator.joblogs import LogSettings, log_settings_from_dict
 from vertex_ai_emulator.outcomes import Outcome, OutcomeRule
 from vertex_ai_emulator.quota import QuotaKind
 
@@ -38,6 +39,7 @@ TOP_LEVEL_KEYS = frozenset(
         "persistent_resource_when_full",
         "time_scale",
         "faults",
+        "job_logs",
     }
 )
 TIMELINE_KEYS = frozenset({"at", "region", "accelerator", "set"})
@@ -88,6 +90,7 @@ class EmulatorConfig:
     persistent_resource_when_full: str = "queue"
     time_scale: float = 1.0
     faults: tuple[Mapping[str, Any], ...] = ()  # interpreted by the transports, not the core
+    job_logs: LogSettings = field(default_factory=LogSettings)  # simulated ml_job log entries
 
     @classmethod
     def default(cls) -> EmulatorConfig:
@@ -127,6 +130,7 @@ class EmulatorConfig:
             ),
             time_scale=_time_scale(raw.get("time_scale", 1.0)),
             faults=tuple(_faults(raw.get("faults", []))),
+            job_logs=log_settings_from_dict(raw.get("job_logs", {})),
         )
 
     def parsed_persistent_resources(self) -> list[aiplatform_v1.PersistentResource]:

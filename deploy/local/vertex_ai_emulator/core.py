@@ -26,6 +26,7 @@ from vertex_ai_emulator.clock import SimulatedClock
 from vertex_ai_emulator.config import EmulatorConfig, timings_from_dict
 from vertex_ai_emulator.errors import ConfigError, failed_precondition, invalid_argument, not_found
 from vertex_ai_emulator.filters import parse_filter
+from vertex_ai_emulator.joblogs import JobLogs, log_settings_from_dict
 from vertex_ai_emulator.names import (
     CUSTOM_JOBS,
     OPERATIONS,
@@ -77,6 +78,7 @@ class Emulator:
         self._lock = threading.RLock()
         self._job_ids = itertools.count(FIRST_JOB_ID)
         self._operation_ids = itertools.count(1)
+        self._logs = JobLogs(self.config.job_logs)  # kept across reset: its cursor goes on
         self._load_config()
 
     # -- JobService -----------------------------------------------------------------------
@@ -301,6 +303,24 @@ class Emulator:
         with self._lock:
             return dataclasses.asdict(self._simulation.timings)
 
+    def log_entries(self, after: int = 0, limit: int = 1000) -> dict[str, Any]:
+        """The jobs' simulated ml_job log entries written after cursor ``after`` (joblogs.py),
+        up to ``limit``, and the cursor to ask after next."""
+        with self._lock:
+            self._catch_up()
+            entries, cursor = self._logs.entries(after, limit)
+            return {"entries": entries, "cursor": cursor}
+
+    def set_log_settings(self, changes: Mapping[str, Any]) -> dict[str, float]:
+        """Change how chatty the jobs are (config key ``job_logs``) until the next reset."""
+        with self._lock:
+            self._catch_up()
+            try:
+                self._logs.settings = log_settings_from_dict(changes, base=self._logs.settings)
+            except ConfigError as error:
+                raise invalid_argument(str(error)) from None
+            return dataclasses.asdict(self._logs.settings)
+
     def advance_clock(self, seconds: float) -> None:
         """Move simulated time forward and play every event on the way."""
         if seconds < 0:
@@ -325,6 +345,8 @@ class Emulator:
         self._resources = PersistentResources()
         self._outcome_rules = OutcomeRules(config.outcome_rules, config.default_outcome)
         self._operations: dict[str, operations_pb2.Operation] = {}
+        self._logs.clear()
+        self._logs.settings = config.job_logs
         self._simulation = Simulation(
             start=self.clock.now(),
             timings=config.timings,
@@ -333,6 +355,7 @@ class Emulator:
             resources=self._resources,
             capacity_timeline=config.capacity_timeline,
             quota=self._quota,
+            logs=self._logs,
         )
         for resource in config.parsed_persistent_resources():
             self._store_persistent_resource(resource)

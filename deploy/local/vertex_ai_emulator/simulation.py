@@ -39,6 +39,7 @@ from google.rpc import status_pb2
 from vertex_ai_emulator import failures
 from vertex_ai_emulator.capacity import GpuCapacity
 from vertex_ai_emulator.config import CapacityChange, Timings
+from vertex_ai_emulator.joblogs import JobLogs
 from vertex_ai_emulator.names import ResourceName
 from vertex_ai_emulator.outcomes import Outcome, Result
 from vertex_ai_emulator.persistent import PersistentResources
@@ -142,8 +143,12 @@ class Simulation:
         resources: PersistentResources,
         capacity_timeline: tuple[CapacityChange, ...] = (),
         quota: GpuQuota | None = None,
+        logs: JobLogs | None = None,
     ) -> None:
         self.now = start
+        self.logs = (
+            JobLogs() if logs is None else logs
+        )  # the jobs' simulated ml_job log entries (joblogs.py)
         self.jobs: dict[str, SimulatedJob] = {}
         self._timings = timings
         self._reject_when_full = persistent_resource_when_full == "reject"
@@ -173,9 +178,11 @@ class Simulation:
         """Handle every event due at or before `moment`, in order; then `now` is `moment`."""
         while self._events and self._events[0].at <= moment:
             event = heapq.heappop(self._events)
+            self.logs.trainer_output_until(max(self.now, event.at))
             self.now = max(self.now, event.at)
             self._handle(event)
             self._start_waiting_jobs()
+        self.logs.trainer_output_until(max(self.now, moment))
         self.now = max(self.now, moment)
 
     def submit(self, simulated: SimulatedJob) -> None:
@@ -410,6 +417,9 @@ class Simulation:
             job.start_time = self.now
         if state in TERMINAL_STATES:
             job.end_time = self.now
+        pending = simulated.pending_error
+        error = job.error.message or (pending.message if pending is not None else "")
+        self.logs.state_changed(job, state, self.now, error)
 
     def _schedule(
         self,

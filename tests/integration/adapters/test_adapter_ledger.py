@@ -362,3 +362,21 @@ def test_recording_a_job_on_the_current_snapshot_writes_it(ledger: Ledger) -> No
     assert stored is not None
     assert stored.run == recorded.run
     assert stored.update_time == recorded.update_time
+
+
+def test_a_run_is_found_by_the_id_of_any_of_its_jobs(ledger: Ledger) -> None:
+    opened, _ = ledger.open_run(new_run())
+    claimed = ledger.claim_attempt(opened, attempt(1))
+    ledger.record_job(RUN_ID, 1, JOB_1, "JOB_STATE_QUEUED", known=claimed)
+    job_id = JOB_1.rsplit("/", 1)[-1]
+
+    assert ledger.find_runs_by_job_id("999") == []
+    assert ledger.find_run_by_job_id(job_id) is not None
+    [found] = ledger.find_runs_by_job_id(job_id)
+    assert found.run.run_id == RUN_ID
+    assert found.run.attempts[0].job_name == JOB_1
+    # An intent has no job yet: nothing to find it by.
+    other = new_run("r-ffffffffffffffffffffffff")
+    opened_other, _ = ledger.open_run(other)
+    ledger.claim_attempt(opened_other, attempt(1))
+    assert [s.run.run_id for s in ledger.find_runs_by_job_id(job_id)] == [RUN_ID]

@@ -119,7 +119,8 @@ def test_an_expired_flex_start_wait_moves_to_the_next_placement_and_succeeds(
 
     vertex.advance(PROVISIONING + SUCCESS_RUNTIME + 60)
     assert story.hint(2).outcome is JobStateOutcome.DECIDED
-    assert story.hint(2).outcome is JobStateOutcome.UNCHANGED  # the reconciler's next tick
+    again = story.hint(2)  # the same hint again: the ledger records the end, nothing is read
+    assert (again.outcome, again.detail) == (JobStateOutcome.DROPPED, "already_ended")
     assert story.run().status is RunStatus.SUCCEEDED
     completions = [c for c in story.completions.pull_json() if c["run_id"] == story.run_id]
     assert len(completions) == 1
@@ -140,14 +141,14 @@ def test_a_user_code_failure_is_retried_as_allowed_then_alerted_once(
     # Every hint twice, as an at-least-once delivery would: one decision each time.
     assert [story.hint(1).outcome for _ in range(2)] == [
         JobStateOutcome.DECIDED,
-        JobStateOutcome.UNCHANGED,
+        JobStateOutcome.DROPPED,  # the end is recorded: no Vertex AI read
     ]
     assert story.run().status is RunStatus.WAITING_RETRY
     story.dispatch_retries()
     vertex.advance(PROVISIONING + SUCCESS_RUNTIME + 60)
     assert [story.hint(2).outcome for _ in range(2)] == [
         JobStateOutcome.DECIDED,
-        JobStateOutcome.UNCHANGED,
+        JobStateOutcome.DROPPED,  # the end is recorded: no Vertex AI read
     ]
 
     run = story.run()
@@ -213,14 +214,47 @@ def test_an_infrastructure_failure_backs_off_then_succeeds(
 
 @pytest.mark.parametrize("code", ["PERMISSION_DENIED", "INVALID_ARGUMENT"])
 def test_a_hint_whose_job_the_service_refuses_to_read_is_acknowledged(
-    code: str, services: Services, vertex: VertexAdmin, rng: random.Random
+    code: str, fresh_name, services, vertex, rng, subscribe
 ) -> None:
-    # A log entry about a job in another project, or an id the service calls invalid: the
-    # answer will not change on redelivery, so the hint is dropped (logged), not retried.
+    # The answer will not change on redelivery, so the hint is dropped (logged), not retried.
+    story = make_story(fresh_name, services, vertex, rng, subscribe)
+    story.start()
+    job_name = story.run().attempts[0].job_name or ""
     vertex.call("POST", "faults", {"method": "GetCustomJob", "code": code, "count": 1})
-    job_name = f"projects/{services.config.project}/locations/us-central1/customJobs/123456789"
 
     result = handle_job_event(job_state_hint(job_name, "JOB_STATE_FAILED"), services, rng)
 
     assert result.outcome is JobStateOutcome.REFUSED
     assert code.split("_")[0].lower() in result.detail.lower()
+
+
+@pytest.mark.parametrize(
+    "message", ["Quota exceeded for aiplatform.googleapis.com/get_requests", "rate limit"]
+)
+def test_a_hint_whose_read_is_throttled_is_dropped_not_retried(
+    message: str, fresh_name, services, vertex, rng, subscribe
+) -> None:
+    # RESOURCE_EXHAUSTED, a quota or a rate limit: a redelivery would meet the same quota, and
+    # the reconciler reads the state anyway.
+    story = make_story(fresh_name, services, vertex, rng, subscribe)
+    story.start()
+    job_name = story.run().attempts[0].job_name or ""
+    fault = {"method": "GetCustomJob", "code": "RESOURCE_EXHAUSTED", "message": message}
+    vertex.call("POST", "faults", {**fault, "count": 1})
+
+    result = handle_job_event(job_state_hint(job_name, "JOB_STATE_FAILED"), services, rng)
+
+    assert (result.outcome, result.detail) == (JobStateOutcome.DROPPED, "throttled")
+    assert result.run_id == story.run_id
+    assert story.run().attempts[0].state == "JOB_STATE_QUEUED"  # nothing recorded
+
+
+def test_a_hint_for_a_job_the_ledger_does_not_record_is_never_read(
+    services: Services, vertex: VertexAdmin, rng: random.Random
+) -> None:
+    job_name = f"projects/{services.config.project}/locations/us-central1/customJobs/123456789"
+
+    result = handle_job_event(job_state_hint(job_name, "JOB_STATE_FAILED"), services, rng)
+
+    assert (result.outcome, result.detail) == (JobStateOutcome.DROPPED, "not_ours")
+    assert vertex.call("GET", "requests?method=GetCustomJob")["requests"] == []

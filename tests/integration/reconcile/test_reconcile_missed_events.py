@@ -35,10 +35,10 @@ def test_a_job_that_ended_unseen_is_recorded_by_the_tick_once_and_then_never_aga
     second = world.reconcile()
     assert second.states_recorded == 0
     assert second.runs_read == 0  # the run is over: no longer active
-    # A late hint from the log sink finds the state recorded and changes nothing.
+    # A late hint finds the end recorded and is dropped without a read.
     late = Message(*job_state_message(started.job_name, "JOB_STATE_SUCCEEDED"), "late-hint")
     [handled] = world.deliver_hints([late])
-    assert handled.outcome is JobStateOutcome.UNCHANGED
+    assert (handled.outcome, handled.detail) == (JobStateOutcome.DROPPED, "already_ended")
 
 
 def test_an_infrastructure_failure_is_retried_after_its_backoff_and_succeeds(

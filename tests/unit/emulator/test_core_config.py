@@ -27,6 +27,7 @@ def test_example_config_loads_and_drives_an_emulator() -> None:
         7200, "us-central1", "NVIDIA_H100_80GB", 16
     )
     assert (config.timings.provisioning, config.timings.persistent_start) == (120, 5)
+    assert config.job_logs.trainer_lines_per_second == 2
     assert config.timings.error_delay == 60
     assert config.quota["preemptible"]["us-central1"]["NVIDIA_H100_80GB"] == 16
     assert config.outcome_rules[0].outcome.result == Result.USER_ERROR

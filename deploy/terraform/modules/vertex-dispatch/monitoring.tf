@@ -1,5 +1,10 @@
 # Observability: the optional log sink that turns Vertex AI job logs into job-state hints, and a
 # log-based alert on the functions' ERROR and CRITICAL lines (every alert is also one such line).
+#
+# The sink takes only the lines Vertex AI itself writes about a job (task_name "service": a few
+# per job), never the trainer's output (task_name "workerpool0-0", ...): each routed line is one
+# on_job_event invocation. The filter is shared.decode.hints.SINK_FILTER, character for
+# character (tests/deploy/test_terraform_job_log_sink.py).
 
 resource "google_logging_project_sink" "job_logs" {
   count = var.enable_job_log_sink ? 1 : 0
@@ -7,7 +12,7 @@ resource "google_logging_project_sink" "job_logs" {
   project                = var.project_id
   name                   = "${var.name_prefix}-job-logs"
   destination            = "pubsub.googleapis.com/${google_pubsub_topic.topics["job-events"].id}"
-  filter                 = "resource.type=\"ml_job\""
+  filter                 = "resource.type=\"ml_job\" AND resource.labels.task_name=\"service\""
   unique_writer_identity = true
 }
 
