@@ -1,5 +1,6 @@
 """A second job for one attempt is cancelled and alerted once, wherever it shows first: the
-reconciler's listing, a job-state hint, or dispatch's label lookup after a lost create; the run
+reconciler's listing, dispatch's label lookup after a lost create, or the job-state path handed
+the job (a hint for it is dropped unread, since no run records it: the tick catches it); the run
 goes on with the job it keeps. And an alert sent again carries the same ``alert_id``.
 
 The duplicate is created directly in the Vertex AI emulator with the attempt's labels, as a
@@ -9,6 +10,7 @@ person copying a job, or a create whose answer was lost followed by a takeover, 
 from __future__ import annotations
 
 import json
+import random
 import time
 
 import pytest
@@ -19,7 +21,7 @@ from shared.adapters import vertex
 from shared.adapters.ledger import RunStatus
 from shared.decode.hints import job_state_message
 from shared.handlers.dispatch import dispatch_event
-from shared.handlers.jobstate import JobStateOutcome
+from shared.handlers.jobstate import JobStateOutcome, apply_job_state
 from shared.model.alerts import AlertReason
 from shared.model.errors import TransientError
 from shared.model.results import DispatchOutcome
@@ -80,7 +82,7 @@ def test_a_duplicate_in_the_listing_is_cancelled_and_alerted_once_and_the_run_go
     assert vertex.get_custom_job(duplicate.name).state.name == "JOB_STATE_CANCELLED"
     world.reconcile()
     [late] = world.deliver_hints([hint(duplicate.name, "JOB_STATE_CANCELLED")])
-    assert late.outcome is JobStateOutcome.DUPLICATE
+    assert (late.outcome, late.detail) == (JobStateOutcome.DROPPED, "not_ours")  # never read
     assert world.run(started.run_id).status in (RunStatus.SUBMITTED, RunStatus.RUNNING)
     world.vertex.advance(JOB_RUNS_SECONDS)
     world.reconcile()
@@ -94,15 +96,44 @@ def test_a_duplicate_in_the_listing_is_cancelled_and_alerted_once_and_the_run_go
     assert duplicate_alerts(world, started.run_id) == []
 
 
-def test_a_duplicate_hinted_to_the_job_state_function_twice_is_cancelled_and_alerted_once(
+def test_a_duplicate_hinted_to_the_job_state_function_is_left_to_the_tick_unread(
     world: World,
 ) -> None:
+    # No run records the duplicate's id, so its hints are dropped before any Vertex AI read
+    # (the job-state screen); the next tick's listing finds it, cancels it and alerts once.
     started = world.request_run("flex-a100")
     assert started.job_name
     duplicate = copy_of(started.job_name)
     world.vertex.forget_requests()
 
     results = world.deliver_hints([hint(duplicate.name, "JOB_STATE_QUEUED")] * 2)
+
+    assert [(r.outcome, r.detail) for r in results] == [(JobStateOutcome.DROPPED, "not_ours")] * 2
+    assert world.vertex.requests("GetCustomJob") == [] and cancels(world) == []
+    tick = world.reconcile()
+    assert tick.duplicate_jobs_cancelled == 1 and cancels(world) == [duplicate.name]
+    [alert] = duplicate_alerts(world, started.run_id)
+    assert alert.attributes["alert_id"] == f"{started.run_id}/1/duplicate_job"
+    run = world.run(started.run_id)
+    assert run.last_attempt.job_name == started.job_name
+    assert run.last_attempt.duplicate_jobs == (duplicate.name,)
+
+
+def test_the_job_state_path_handed_a_duplicate_cancels_it_and_never_records_its_state(
+    world: World,
+) -> None:
+    # The guard inside record_job_state: whoever hands it a job labelled with an attempt that
+    # records another job (the tick applies listed states through it) gets DUPLICATE, twice
+    # over, with one cancel and one alert, and the attempt keeps its own job's state.
+    started = world.request_run("flex-a100")
+    assert started.job_name
+    duplicate = copy_of(started.job_name)
+    world.vertex.forget_requests()
+
+    results = [
+        apply_job_state(vertex.get_custom_job(duplicate.name), world.services, random.Random(0))
+        for _ in range(2)
+    ]
 
     assert [r.outcome for r in results] == [JobStateOutcome.DUPLICATE] * 2
     assert cancels(world) == [duplicate.name]
