@@ -5,7 +5,11 @@ hints, state is read"), so this tick is what guarantees that nothing is missed. 
 reconcile: read, compute what is owed, apply, and let the next tick repeat whatever did not happen.
 One tick:
 
-1. reads the active runs from the ledger (at most ``reconcile_max_runs``);
+1. reads the next ``reconcile_max_runs`` active runs of a round-robin over them (the ledger's
+   ``next_runs``: in the order created_at then run id, after the cursor the last tick left in
+   the reconciler's state document, wrapping round to the oldest), so the runs read longest ago
+   come first and every active run is read within ceil(active runs / reconcile_max_runs) ticks
+   (``policy.reconcile_pace``);
 2. per parent (project and region) lists our jobs with ONE label-filtered ``ListCustomJobs`` per
    page (``labels.vd-run:*`` and a ``create_time`` lower bound), never one Get per job, and stops
    paging as soon as every job it watches was seen;
@@ -23,16 +27,25 @@ One tick:
      ``watchdog_grace`` is cancelled and alerted (Vertex AI should have ended it); an intent
      still without a job after ``STUCK_INTENT_ALERT_AFTER`` is alerted;
 
-4. applies the plan, each action isolated: a failing one is counted and retried next tick;
+4. applies the plan, each action isolated: a failing one is counted and retried next tick; a
+   ListCustomJobs or CancelCustomJob refused with RESOURCE_EXHAUSTED (``vertex.VertexThrottled``)
+   ends the tick's Vertex AI calls, and the next ticks make none for a pause that doubles per
+   throttled tick in a row (1, 2, 4... minutes, at most 15), while their ledger work goes on;
 5. calls ``actions.ensure_actions`` on every run read, and on the ended runs whose decisions
    still owe an alert or a completion (the ledger's ``actions_owed`` flag): it publishes the
    retries whose backoff has passed and redoes any alert or completion a failed publish left
-   undone (no I/O when nothing is owed).
+   undone (no I/O when nothing is owed);
+6. writes the reconciler's state once: the cursor at the last run read, and the backoff.
 
 Running two ticks at once is harmless: a state is recorded by compare-and-set (the loser of a
 race gets ``LedgerConflict``, counted, and the next tick finds the state recorded), retries are
 claimed once by dispatch, cancels are idempotent, and each watchdog alert is claimed in the ledger
-before it is sent (``rejections.alert_once``), so one tick sends it.
+before it is sent (``rejections.alert_once``), so one tick sends it. Both read the same state, so
+the same page of runs, and each writes the cursor at the last run it read; the last write wins.
+The two cursors differ only if runs started or ended between the two reads, and either way no
+run is skipped: the runs between them are read again by the next tick. A backoff one of them set
+may be overwritten by the other; the next tick then makes one call, is throttled again, and the
+backoff is back: one call, not a storm.
 
 Why the tick applies states rather than publishing a hint per change to ``on_job_event`` (the
 first sketch of the design): a hint is re-published every tick until the job-state function has
@@ -56,7 +69,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from shared.adapters import retry_messages, vertex
-from shared.adapters.ledger import LedgerConflict, Run, RunSnapshot, RunStatus
+from shared.adapters.ledger import LedgerConflict, Run, RunPage, RunSnapshot, RunStatus
 from shared.aiplatform import CustomJob
 from shared.config.durations import age_text
 from shared.handlers import actions, jobstate
@@ -64,6 +77,7 @@ from shared.handlers.rejections import alert_once
 from shared.logs import log
 from shared.model.errors import DispatchError
 from shared.policy.due_retries import DueRetry
+from shared.policy.reconcile_pace import VertexPace, next_state, vertex_paused
 from shared.policy.reconcile_plan import (
     Listing,
     OverdueWait,
@@ -105,8 +119,14 @@ RECORDED_OUTCOMES = frozenset({jobstate.JobStateOutcome.RECORDED, jobstate.JobSt
 class ReconcileReport:
     """What one tick read and did; logged as one structured line."""
 
-    runs_read: int = 0
-    runs_limit_reached: bool = False  # more active runs than one tick reads: raise the limit
+    runs_read: int = 0  # active runs read: at most reconcile_max_runs
+    round_wrapped: bool = False  # the tick reached the newest active run and went on from the
+    # oldest: every active run was read since the last tick that wrapped
+    cursor_run_id: str | None = None  # the run the tick stopped at: the next one starts after it
+    vertex_calls: int = 0  # ListCustomJobs pages and CancelCustomJob calls made
+    vertex_pace: str = VertexPace.CALLED.value  # called | throttled | paused (VertexPace)
+    vertex_throttles: int = 0  # throttled ticks in a row (0: no backoff)
+    vertex_paused_until: str | None = None  # no Vertex AI call before this time (ISO 8601)
     ended_runs_owing_actions: int = 0  # ended runs whose alert or completion publish failed
     parents_listed: int = 0
     list_calls: int = 0  # ListCustomJobs pages
@@ -136,7 +156,11 @@ def run_reconcile(cloud_event: CloudEvent, services: Services | None = None) -> 
 def reconcile(services: Services, now: datetime) -> ReconcileReport:
     """One reconcile pass at ``now``; see the module docstring. Raises only if the ledger fails."""
     config = services.config
-    snapshots = services.ledger.list_runs(ACTIVE_STATUSES, limit=config.reconcile_max_runs)
+    state = services.ledger.get_reconciler_state()
+    page: RunPage = services.ledger.next_runs(
+        ACTIVE_STATUSES, state.cursor, config.reconcile_max_runs
+    )
+    snapshots = page.snapshots
     runs = [snapshot.run for snapshot in snapshots]
     active = {run.run_id for run in runs}
     owing = [
@@ -144,7 +168,8 @@ def reconcile(services: Services, now: datetime) -> ReconcileReport:
         for snapshot in services.ledger.list_runs_owing_actions(limit=config.reconcile_max_runs)
         if snapshot.run.run_id not in active
     ]
-    tick = _Tick(services)
+    paused = vertex_paused(state, now)
+    tick = _Tick(services, VertexPace.PAUSED if paused else VertexPace.CALLED)
     listings = plan_listings(runs)
     jobs: dict[str, CustomJob] = {}
     listed: set[str] = set()
@@ -172,10 +197,22 @@ def reconcile(services: Services, now: datetime) -> ReconcileReport:
     for snapshot in (*snapshots, *owing):
         if snapshot.run.run_id not in applied:  # ensured already, on the freshly recorded run
             tick.ensure_actions(snapshot)
+    left = next_state(state, now, last_read=page.last, pace=tick.pace)
+    try:
+        services.ledger.put_reconciler_state(left)
+    except DispatchError as error:  # the next tick reads this page again: harmless
+        tick._failed("writing the reconciler state", error)
     report = ReconcileReport(
         runs_read=len(runs),
+        round_wrapped=page.wrapped,
+        cursor_run_id=left.cursor.run_id if left.cursor else None,
+        vertex_calls=tick.list_calls + tick.cancel_calls,
+        vertex_pace=tick.pace.value,
+        vertex_throttles=left.throttles,
+        vertex_paused_until=(
+            left.vertex_paused_until.isoformat() if left.vertex_paused_until else None
+        ),
         ended_runs_owing_actions=len(owing),
-        runs_limit_reached=len(runs) >= config.reconcile_max_runs,
         parents_listed=len(listed),
         list_calls=tick.list_calls,
         jobs_listed=tick.jobs_listed,
@@ -196,9 +233,11 @@ def reconcile(services: Services, now: datetime) -> ReconcileReport:
 class _Tick:
     """The side effects of one tick, each isolated: a failure is counted, never raised."""
 
-    def __init__(self, services: Services) -> None:
+    def __init__(self, services: Services, pace: VertexPace = VertexPace.CALLED) -> None:
         self.services = services
         self.config = services.config
+        self.pace = pace  # CALLED until a call is throttled; PAUSED: no call at all
+        self.cancel_calls = 0
         self.list_calls = 0
         self.jobs_listed = 0
         self.states_recorded = 0
@@ -212,7 +251,10 @@ class _Tick:
         self.errors: list[str] = []
 
     def list_jobs(self, listing: Listing) -> dict[str, CustomJob] | None:
-        """The jobs of ``listing``, paging only until every watched job was seen; None on error."""
+        """The jobs of ``listing``, paging only until every watched job was seen; None on error
+        or when the tick makes no more Vertex AI calls (paused, or throttled already)."""
+        if self.pace is not VertexPace.CALLED:
+            return None
         found: dict[str, CustomJob] = {}
         missing = set(listing.watched)
         try:
@@ -224,6 +266,10 @@ class _Tick:
                     missing.discard(job.name)
                 if not missing:
                     break  # later pages hold only older jobs nobody watches
+        except vertex.VertexThrottled as error:
+            self.list_calls += 1  # the refused page was a call too
+            self._throttled(f"listing jobs in {listing.parent}", error)
+            return None
         except DispatchError as error:
             self._failed(f"listing jobs in {listing.parent}", error)
             return None
@@ -287,7 +333,10 @@ class _Tick:
 
         The alert comes first: should it fail, the job is left waiting, so the next tick finds it
         overdue again and tries both; a job cancelled first would leave no tick to alert from.
+        Once a call of the tick was throttled, neither is done: the next tick able to cancel does.
         """
+        if self.pace is not VertexPace.CALLED:
+            return
         alerted = self._alert_once(
             run,
             WatchdogReason.OVERDUE_WAIT,
@@ -308,8 +357,12 @@ class _Tick:
         if not alerted:
             return
         try:
+            self.cancel_calls += 1
             vertex.cancel_custom_job(waited.job_name)
             self.cancels += 1
+        except vertex.VertexThrottled as error:
+            self._throttled(f"cancelling {waited.job_name}", error, run.run_id)
+            return
         except vertex.VertexRejected:
             pass  # FAILED_PRECONDITION: it is cancelling or ended already (maybe by the service)
         except DispatchError as error:
@@ -383,6 +436,12 @@ class _Tick:
             for action, count in done.items():
                 if count:
                     self.actions_taken[action] = self.actions_taken.get(action, 0) + count
+
+    def _throttled(self, action: str, error: Exception, run_id: str | None = None) -> None:
+        """A Vertex AI request quota refused ``action``: no more Vertex AI calls this tick, and
+        the backoff starts (``reconcile_pace.next_state``)."""
+        self.pace = VertexPace.THROTTLED
+        self._failed(f"{action} (throttled: no more Vertex AI calls this tick)", error, run_id)
 
     def _failed(self, action: str, error: Exception, run_id: str | None = None) -> None:
         self.errors.append(f"{action}: {error}")

@@ -160,7 +160,7 @@ def test_a_flex_start_job_asking_for_a_t4_is_refused_with_the_service_message(
             "RESOURCE_EXHAUSTED",
             "Quota exceeded for quota metric 'Resource management (CRUD) requests' and limit "
             "'Resource management (CRUD) requests per minute per region'",
-            BackendUnavailable,
+            vertex.VertexThrottled,
         ),
     ],
 )
