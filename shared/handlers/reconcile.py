@@ -11,8 +11,8 @@ One tick:
    come first and every active run is read within ceil(active runs / reconcile_max_runs) ticks
    (``policy.reconcile_pace``);
 2. per parent (project and region) lists our jobs with ONE label-filtered ``ListCustomJobs`` per
-   page (``labels.vd-run:*`` and a ``create_time`` lower bound), never one Get per job, and stops
-   paging as soon as every job it watches was seen;
+   page (``labels.vd-run:*`` and ``create_time`` bounds around the intents of the runs read),
+   never one Get per job, and stops paging as soon as every job it watches was seen;
 3. plans, with the pure ``reconcile_plan.plan_tick``, what the ledger is owed:
 
    - a state change for every job whose state the ledger has not recorded, or whose terminal
