@@ -224,3 +224,26 @@ def test_throttled_again_after_the_pause_doubles_it(world: World) -> None:
 
     assert (first.vertex_throttles, second.vertex_throttles) == (1, 2)
     assert second.vertex_paused_until == (now + timedelta(minutes=3)).isoformat()
+
+
+def test_a_throttled_watchdog_cancel_waits_for_the_pause_then_cancels(world: World) -> None:
+    starved = world.request_run("flex-l4-starved")  # no L4s in the region: it stays queued
+    later = world.services.now() + timedelta(hours=2, minutes=31)  # past max wait + grace
+    world.vertex.call("POST", "faults", {**THROTTLED, "method": "CancelCustomJob"})
+    world.vertex.forget_requests()
+
+    throttled = reconcile(world.services, later)
+    paused = reconcile(world.services, later + timedelta(seconds=30))
+    cancels_while_paused = len(world.vertex.requests("CancelCustomJob"))
+    recovered = reconcile(world.services, later + timedelta(minutes=1, seconds=1))
+
+    assert throttled.vertex_pace == VertexPace.THROTTLED
+    assert (throttled.watchdog_cancels, throttled.alerts_sent) == (0, 1)  # alerted, not cancelled
+    assert paused.vertex_pace == VertexPace.PAUSED
+    assert cancels_while_paused == 1  # the throttled one only
+    assert recovered.vertex_pace == VertexPace.CALLED
+    assert (recovered.watchdog_cancels, recovered.alerts_sent) == (1, 0)  # alerted once in all
+    assert [c["resource"] for c in world.vertex.requests("CancelCustomJob")] == [
+        starved.job_name
+    ] * 2
+    assert world.run(starved.run_id).last_attempt.cancel_requested_at is not None
