@@ -16,6 +16,10 @@ loses raises ``LedgerConflict`` (transient) from ``claim_attempt``, whose whole 
 one delivery wins; the other writes re-read and re-apply their change a few times, which is safe
 because each change is a pure function of the run that is idempotent when already applied.
 The document's fields are listed in ``shared.model.runs``.
+
+Beside the runs, one document holds the reconciler's state (its round-robin cursor and Vertex AI
+backoff, ``shared.model.reconciler_state``), in a collection of its own so that no query on runs
+sees it; ``next_runs`` is the round-robin's ordered query.
 """
 
 from __future__ import annotations
