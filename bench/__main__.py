@@ -6,8 +6,9 @@ Builds the function's bundle once (``deploy/bundle.py``, bytecode and config inc
 ``bench/dispatch-config.yaml``. Starts its own emulators (Pub/Sub,
 Firestore, Vertex AI with a frozen clock) with ``emulator_stack``, runs the cold starts and the
 three workloads in fresh processes, and stops everything. ``--smoke`` runs only the cold starts
-that need no emulator, once each (a few seconds), for CI. Progress goes to stderr; the table is
-the only thing on stdout.
+that need no emulator, once each (a few seconds), for CI. ``--only WORKLOAD`` runs one workload
+(e.g. ``reconcile_round``, the reconciler's round-robin over 20,000 runs) without the cold
+starts. Progress goes to stderr; the table is the only thing on stdout.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ EMULATOR_CONFIG = BENCH_DIR / "vertex-emulator.yaml"
 PROJECT = "local-project"
 TOPICS = ("bench-alerts", "bench-requests", "vertex-dispatch-job-events")
 WORKLOAD_TIMEOUT_SECONDS = 240
+# Seeding 20,000 jobs and ledger runs, then ten ticks over them, on 2 cores: see performance.md.
+ROUND_TIMEOUT_SECONDS = 1200
 JOB_REGION = "us-central1"
 
 
@@ -57,9 +60,13 @@ def main(argv: list[str] | None = None) -> int:
             "shards": args.shards,
             "runs": args.runs,
             "submissions": args.submissions,
+            "round_runs": args.round_runs,
             "smoke": args.smoke,
+            "only": args.only,
         },
     }
+    if args.only:
+        return _only(args, env, results, started)
     cases = (
         [c for c in COLD_CASES if c.subject != Subject.BASELINE][:2] if args.smoke else COLD_CASES
     )
@@ -71,15 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             cold = _full_run(args, env, roots, results)
     results["cold_start"] = _summarized(cold)
-    results["wall_seconds"] = time.perf_counter() - started
-    rows = report.all_rows(results)
-    results["table"] = [asdict(row) for row in rows]
-    print(report.render_table(rows))
-    json_path = args.json or RESULTS_DIR / f"bench-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    json_path.parent.mkdir(parents=True, exist_ok=True)
-    json_path.write_text(json.dumps(results, indent=2, default=str) + "\n", encoding="utf-8")
-    _progress(f"raw numbers: {json_path}; {results['wall_seconds']:.0f} s in all")
-    return 0
+    return _finish(args, results, started)
 
 
 def _source_roots(directory: Path, cases: Sequence[ColdCase]) -> dict[str, coldstart.SourceRoot]:
@@ -136,16 +135,62 @@ def _full_run(
         _progress(f"cold starts, job-state event: {len(state_cases)} cases x {args.repeat} ...")
         cold |= coldstart.measure(state_cases, args.repeat, env, _event(jobs), roots)
 
-        for name, size in (
-            ("warm", args.submissions),
-            ("burst", args.shards),
-            ("reconcile", args.runs),
-        ):
+        for name in WORKLOAD_NAMES:
             firestore.reset(PROJECT)
             vertex.reset()
+            size = _size(args, name)
             _progress(f"workload {name} ({size}) ...")
             results[name] = run_workload(name, size, env)
     return cold
+
+
+WORKLOAD_NAMES = ("warm", "burst", "reconcile", "reconcile_round")
+
+
+def _size(args: argparse.Namespace, name: str) -> int:
+    return {
+        "warm": args.submissions,
+        "burst": args.shards,
+        "reconcile": args.runs,
+        "reconcile_round": args.round_runs,
+    }[name]
+
+
+def _only(
+    args: argparse.Namespace, env: dict[str, str], results: dict[str, Any], started: float
+) -> int:
+    """One workload on fresh emulators, no cold start: its rows of the table, and the JSON."""
+    from emulator_stack import scoped_environ, start_emulators, start_vertex_ai_emulator
+
+    log_dir = Path(tempfile.mkdtemp(prefix="vertex-dispatch-bench-"))
+    _progress(f"starting the emulators (logs in {log_dir}) ...")
+    frozen_vertex = functools.partial(
+        start_vertex_ai_emulator, config=EMULATOR_CONFIG, time_scale=0
+    )
+    with (
+        start_emulators(
+            ["pubsub", "firestore", "vertex-ai"], log_dir, launchers={"vertex-ai": frozen_vertex}
+        ) as stack,
+        scoped_environ(stack.env),
+    ):
+        env.update(stack.env)
+        _create_topics(stack.env["PUBSUB_EMULATOR_HOST"])
+        size = _size(args, args.only)
+        _progress(f"workload {args.only} ({size}) ...")
+        results[args.only] = run_workload(args.only, size, env)
+    return _finish(args, results, started)
+
+
+def _finish(args: argparse.Namespace, results: dict[str, Any], started: float) -> int:
+    results["wall_seconds"] = time.perf_counter() - started
+    rows = report.all_rows(results)
+    results["table"] = [asdict(row) for row in rows]
+    print(report.render_table(rows))
+    json_path = args.json or RESULTS_DIR / f"bench-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    json_path.write_text(json.dumps(results, indent=2, default=str) + "\n", encoding="utf-8")
+    _progress(f"raw numbers: {json_path}; {results['wall_seconds']:.0f} s in all")
+    return 0
 
 
 def _event(job_names: list[str]) -> Callable[[ColdCase, int], str]:
@@ -176,7 +221,7 @@ def run_workload(name: str, size: int, env: Mapping[str, str]) -> dict[str, Any]
         env=dict(env),
         capture_output=True,
         text=True,
-        timeout=WORKLOAD_TIMEOUT_SECONDS,
+        timeout=ROUND_TIMEOUT_SECONDS if name == "reconcile_round" else WORKLOAD_TIMEOUT_SECONDS,
         check=False,
     )
     for line in reversed(completed.stdout.splitlines()):
@@ -240,6 +285,17 @@ def _parser() -> argparse.ArgumentParser:
         "--shards", type=int, default=10_000, help="burst: shard events (default 10000)"
     )
     parser.add_argument("--runs", type=int, default=2000, help="reconcile: active runs (2000)")
+    parser.add_argument(
+        "--round-runs",
+        type=int,
+        default=20_000,
+        help="reconcile round: active runs in 3 regions (20000)",
+    )
+    parser.add_argument(
+        "--only",
+        choices=WORKLOAD_NAMES,
+        help="run only this workload (no cold start), e.g. reconcile_round",
+    )
     parser.add_argument(
         "--submissions", type=int, default=50, help="warm path: FLEX_START submissions (50)"
     )

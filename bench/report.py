@@ -314,18 +314,57 @@ def reconcile_rows(reconcile: Mapping[str, Any] | None) -> list[Row]:
     ]
 
 
+def reconcile_round_rows(rounds: Mapping[str, Any] | None) -> list[Row]:
+    """Rows of section (5): the reconciler's round-robin over many more runs than one tick reads."""
+    title = "(5) reconcile round"
+    if not rounds:
+        return [Row(title, "", "", Verdict.NOT_RUN)]
+    runs, regions, limit = rounds["runs"], len(rounds["regions"]), rounds["reconcile_max_runs"]
+    covered, bound = rounds["ticks_to_cover"], rounds["ticks_bound"]
+    timeout = rounds["function_timeout_seconds"]
+    return [
+        Row(
+            f"{title}: ticks until every one of {runs:,} active runs in {regions} regions was "
+            f"read ({limit:,} a tick)",
+            f"{covered if covered is not None else 'not covered'} ticks "
+            f"({rounds['runs_read_twice_before_covered']} runs read twice before)",
+            f"<= ceil(runs / reconcile_max_runs) = {bound}",
+            _at_most(covered if covered is not None else bound + 1, bound),
+        ),
+        Row(
+            f"{title}: Vertex AI calls per tick (ListCustomJobs pages)",
+            f"p50 {rounds['vertex_calls_per_tick_p50']:g}, "
+            f"max {rounds['vertex_calls_per_tick_max']}",
+            "no target",
+            Verdict.INFO,
+        ),
+        Row(
+            f"{title}: wall time of one tick",
+            f"p50 {rounds['tick_seconds_p50']:.2f} s, max {rounds['tick_seconds_max']:.2f} s "
+            f"(seeding: {rounds['seed_jobs_seconds']:.0f} s of jobs, "
+            f"{rounds['seed_ledger_seconds']:.0f} s of ledger writes)",
+            f"well under the function timeout ({timeout} s): < {timeout // 3} s",
+            _below(rounds["tick_seconds_max"], timeout // 3),
+        ),
+    ]
+
+
 SECTIONS: tuple[tuple[str, Callable[[Any], list[Row]]], ...] = (
     ("cold_start", cold_rows),
     ("warm", warm_rows),
     ("burst", burst_rows),
     ("reconcile", reconcile_rows),
+    ("reconcile_round", reconcile_round_rows),
 )
 
 
 def all_rows(results: Mapping[str, Any]) -> list[Row]:
-    """Every row of the table, in the issue's order."""
+    """Every row of the table, in the issue's order (only one section's after ``--only``)."""
     rows: list[Row] = []
+    only = results.get("settings", {}).get("only")
     for key, build in SECTIONS:
+        if only and key != only:
+            continue
         section = results.get(key)
         if key == "cold_start":
             rows.extend(build(section or {}))

@@ -1,4 +1,5 @@
-"""What the Vertex AI emulator's admin API tells the benchmark: its request log and its jobs.
+"""What the Vertex AI emulator's admin API tells the benchmark (its request log and its jobs), and
+the few things the benchmark sets in it (its clock, how jobs end).
 
 Remote Vertex AI calls are counted from the emulator's own request log (docs/vertex-ai-emulator.md,
 "Admin API"), not from the client, so a call the client retried counts as often as it was made.
@@ -10,6 +11,7 @@ import json
 import os
 import urllib.request
 from collections import Counter
+from datetime import datetime
 from typing import Any
 
 REST_HOST_VARIABLE = "VERTEX_AI_EMULATOR_HOST"
@@ -19,8 +21,13 @@ def _base_url() -> str:
     return f"http://{os.environ[REST_HOST_VARIABLE]}"
 
 
-def _call(method: str, path: str) -> Any:
-    request = urllib.request.Request(f"{_base_url()}{path}", method=method)
+def _call(method: str, path: str, body: Any = None) -> Any:
+    request = urllib.request.Request(
+        f"{_base_url()}{path}",
+        data=None if body is None else json.dumps(body).encode(),
+        method=method,
+        headers={"Content-Type": "application/json"},
+    )
     with urllib.request.urlopen(request, timeout=30) as response:
         body = response.read()
     return json.loads(body) if body else None
@@ -41,3 +48,18 @@ def jobs_with_label(region: str, label: str, project: str = "local-project") -> 
     parent = f"projects/{project}/locations/{region}"
     page = _call("GET", f"/v1/{parent}/customJobs?pageSize=100")
     return [job["name"] for job in page.get("customJobs", []) if label in job.get("labels", {})]
+
+
+def now() -> datetime:
+    """The emulator's clock (frozen in the benchmark: only ``advance`` moves it)."""
+    stamp = _call("GET", "/emulator/v1/clock")["now"]
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+
+
+def advance(seconds: float) -> None:
+    _call("POST", "/emulator/v1/clock:advance", {"seconds": seconds})
+
+
+def add_outcome(rule: dict[str, Any]) -> None:
+    """How the next jobs end (docs/vertex-ai-emulator.md, outcome rules)."""
+    _call("POST", "/emulator/v1/outcomes", rule)

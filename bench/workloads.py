@@ -210,9 +210,21 @@ def reconcile_at_scale(runs: int) -> dict[str, Any]:
     }
 
 
-def _seed_runs(services: Any, runs: int) -> list[str]:
-    """Create ``runs`` real-shaped jobs (alternating the template's two placements' regions)
-    and record each as a SUBMITTED run, as dispatch would have; the regions used."""
+def _seed_runs(
+    services: Any,
+    runs: int,
+    regions: Sequence[str] = (),
+    timings: dict[str, float] | None = None,
+    spread_seconds: float = 0,
+) -> list[str]:
+    """Create ``runs`` real-shaped jobs (alternating the template's two placements' regions, or
+    the FLEX_START placement in each of ``regions``, waiting without a limit) and record each as
+    a SUBMITTED run, as dispatch would have, in batched writes; the regions used. With
+    ``spread_seconds``, the emulator's clock moves on by that much in all, between chunks of
+    jobs. ``timings`` gets the seconds spent creating the jobs and writing the ledger."""
+    import dataclasses
+    from datetime import timedelta
+
     from shared.adapters import clients, vertex
     from shared.adapters.ledger import DEFAULT_COLLECTION, Attempt, Run, RunStatus, run_to_document
     from shared.model import runkeys
@@ -222,6 +234,11 @@ def _seed_runs(services: Any, runs: int) -> list[str]:
     config = services.config
     template = config.templates["resnet-a100"]
     placements = template.placements[:2]
+    if regions:
+        first = template.placements[0]
+        placements = [
+            dataclasses.replace(first, region=region, max_wait=timedelta(0)) for region in regions
+        ]
     tag = uuid.uuid4().hex[:8]
 
     def create(index: int) -> Run:
@@ -262,8 +279,16 @@ def _seed_runs(services: Any, runs: int) -> list[str]:
             updated_at=created_at,
         )
 
+    started = time.perf_counter()
+    chunks = ROUND_CHUNKS if spread_seconds else 1
+    chunk = -(-runs // chunks)
+    seeded: list[Run] = []
     with ThreadPoolExecutor(SEED_THREADS) as pool:
-        seeded = list(pool.map(create, range(runs)))
+        for start in range(0, runs, chunk):
+            seeded += pool.map(create, range(start, min(start + chunk, runs)))
+            if spread_seconds:
+                vertex_log.advance(spread_seconds / chunks)
+    jobs_done = time.perf_counter()
     firestore = clients.firestore_client(config.project)
     collection = firestore.collection(DEFAULT_COLLECTION)
     for start in range(0, len(seeded), FIRESTORE_BATCH):
@@ -271,13 +296,114 @@ def _seed_runs(services: Any, runs: int) -> list[str]:
         for run in seeded[start : start + FIRESTORE_BATCH]:
             batch.set(collection.document(run.run_id), run_to_document(run))
         batch.commit()
+    if timings is not None:
+        timings["jobs"] = jobs_done - started
+        timings["ledger"] = time.perf_counter() - jobs_done
     return sorted({run.attempts[0].region for run in seeded})
+
+
+# --- reconcile round ---------------------------------------------------------------------------
+
+ROUND_REGIONS = ("us-central1", "us-east4", "europe-west4")
+ROUND_SPREAD_HOURS = 10  # the runs were started over this long, as in production, not at once
+ROUND_CHUNKS = 100  # the emulator's clock moves on once per chunk of jobs created
+FUNCTION_TIMEOUT_SECONDS = 300  # deploy/terraform's function_timeout_seconds default
+
+
+def reconcile_round(runs: int) -> dict[str, Any]:
+    """Ticks of the round-robin over ``runs`` active runs in three regions, with the config's
+    ``reconcile_max_runs``, until every run was read: how many ticks, and each tick's Vertex AI
+    calls and wall time.
+
+    The runs are started over ``ROUND_SPREAD_HOURS`` of the emulator's clock (a chunk of jobs,
+    then the clock moves on), and their jobs never end (FLEX_START waiting without a limit, or
+    running for 1000 h), so all stay active; the ticks run on the emulator's clock.
+    """
+    import dataclasses
+
+    _quiet_logs()
+    from shared.adapters.ledger import Ledger, RunPage
+    from shared.handlers.reconcile import reconcile
+    from shared.handlers.services import default_services
+
+    # The emulator's clock, read once per tick (it is frozen): read per call, it would add one
+    # admin request per run the tick reads (the owed-actions check asks for the time).
+    clock = [vertex_log.now()]
+    services = dataclasses.replace(default_services(), now=lambda: clock[0])
+    max_runs = services.config.reconcile_max_runs
+    vertex_log.add_outcome({"result": "succeeded", "duration": "1000h"})
+    seed_started = time.perf_counter()
+    timings: dict[str, float] = {}
+    regions = _seed_runs(
+        services,
+        runs,
+        regions=ROUND_REGIONS,
+        timings=timings,
+        spread_seconds=ROUND_SPREAD_HOURS * 3600,
+    )
+    seed_seconds = time.perf_counter() - seed_started
+
+    read: list[str] = []  # every run id the ticks read, in order
+    next_runs = Ledger.next_runs
+
+    def counted(ledger: Ledger, *args: Any, **kwargs: Any) -> RunPage:
+        page = next_runs(ledger, *args, **kwargs)
+        read.extend(snapshot.run.run_id for snapshot in page.snapshots)
+        return page
+
+    Ledger.next_runs = counted  # type: ignore[method-assign]
+    bound = -(-runs // max_runs)
+    ticks: list[dict[str, Any]] = []
+    covered_after = None
+    while covered_after is None and len(ticks) < bound + 2:
+        clock[0] = vertex_log.now()
+        vertex_log.clear_requests()
+        started = time.perf_counter()
+        report = reconcile(services, services.now())
+        seconds = time.perf_counter() - started
+        calls = vertex_log.request_counts()
+        ticks.append(
+            {
+                "seconds": seconds,
+                "vertex_calls": sum(calls.values()),
+                "vertex_calls_by_method": dict(calls),
+                "runs_read": report.runs_read,
+                "round_wrapped": report.round_wrapped,
+                "jobs_listed": report.jobs_listed,
+                "states_recorded": report.states_recorded,
+                "errors": len(report.errors),
+            }
+        )
+        if len(set(read)) >= runs:
+            covered_after = len(ticks)
+    seconds = [tick["seconds"] for tick in ticks]
+    calls_per_tick = [tick["vertex_calls"] for tick in ticks]
+    return {
+        "runs": runs,
+        "regions": regions,
+        "reconcile_max_runs": max_runs,
+        "seed_seconds": seed_seconds,
+        "seed_jobs_seconds": timings["jobs"],
+        "seed_ledger_seconds": timings["ledger"],
+        "ticks_to_cover": covered_after,
+        "ticks_bound": bound,
+        # Of the first ``runs`` reads: 0 when no run was read twice before every run was read.
+        "runs_read_twice_before_covered": runs - len(set(read[:runs])),
+        "tick_seconds_p50": statistics.median(seconds),
+        "tick_seconds_max": max(seconds),
+        "vertex_calls_per_tick_p50": statistics.median(calls_per_tick),
+        "vertex_calls_per_tick_max": max(calls_per_tick),
+        "function_timeout_seconds": FUNCTION_TIMEOUT_SECONDS,
+        "ticks": ticks,
+        "peak_rss_mib": peak_rss_mib(),
+    }
 
 
 WORKLOADS: dict[str, Callable[[int], dict[str, Any]]] = {
     "warm": warm_path,
     "burst": burst,
     "reconcile": reconcile_at_scale,
+    "reconcile_round": reconcile_round,
 }
 
 

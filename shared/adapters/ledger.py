@@ -16,13 +16,17 @@ loses raises ``LedgerConflict`` (transient) from ``claim_attempt``, whose whole 
 one delivery wins; the other writes re-read and re-apply their change a few times, which is safe
 because each change is a pure function of the run that is idempotent when already applied.
 The document's fields are listed in ``shared.model.runs``.
+
+Beside the runs, one document holds the reconciler's state (its round-robin cursor and Vertex AI
+backoff, ``shared.model.reconciler_state``), in a collection of its own so that no query on runs
+sees it; ``next_runs`` is the round-robin's ordered query.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +36,12 @@ from google.protobuf.message import DecodeError
 
 from shared.adapters import clients
 from shared.model.errors import BackendUnavailable
+from shared.model.reconciler_state import (
+    ReconcilerState,
+    RunCursor,
+    state_from_document,
+    state_to_document,
+)
 from shared.model.runs import (
     ACTIONS_OWED_FIELD,
     CREATE_FAILED_STATE,
@@ -86,8 +96,10 @@ __all__ = [
     "LIVE_STATUSES",
     "MAX_REAPPLY",
     "NEWEST_FIRST_FIELD",
+    "RECONCILER_STATE_DOCUMENT",
     "REOPENABLE_STATUSES",
     "REQUIRED_ROLE",
+    "ROUND_ROBIN_INDEX",
     "WAITING_STATUSES",
     "Attempt",
     "AttemptOutcome",
@@ -99,6 +111,7 @@ __all__ = [
     "RetryPlan",
     "Run",
     "RunNotFound",
+    "RunPage",
     "RunSnapshot",
     "RunStatus",
     "default_ledger",
@@ -121,6 +134,19 @@ __all__ = [
 DEFAULT_COLLECTION = "vertex-dispatch-runs"
 # The field ``list_runs(newest_first=True)`` orders on: set once, by ``open_run``.
 NEWEST_FIRST_FIELD = "created_at"
+# The reconciler's round-robin (``Ledger.next_runs``): ``status in [...]`` ordered by created_at,
+# then by document id (implicit in every index), after a cursor. Firestore serves it only from a
+# composite index on exactly these fields, which deploy/terraform declares
+# (``google_firestore_index.runs_by_status_oldest_first``); the query is built from this constant
+# and tests/deploy checks the HCL against it. The Firestore emulator needs no index.
+ROUND_ROBIN_INDEX: tuple[tuple[str, str], ...] = (
+    ("status", "ASCENDING"),
+    ("created_at", "ASCENDING"),
+)
+# The reconciler's state document: in a collection of its own (runs collection + this suffix), so
+# the runs' queries never see it.
+RECONCILER_STATE_SUFFIX = "-reconciler"
+RECONCILER_STATE_DOCUMENT = "state"
 
 
 CALL_TIMEOUT_SECONDS = 20.0
@@ -167,6 +193,23 @@ _TRANSIENT_ERRORS = (
     api_exceptions.Unknown,
     api_exceptions.RetryError,
 )
+
+
+@dataclass(frozen=True)
+class RunPage:
+    """The runs one reconcile tick reads (``Ledger.next_runs``), in the order they were read."""
+
+    snapshots: list[RunSnapshot]
+    wrapped: bool  # the end of the order was reached and reading went on from the oldest run
+
+    @property
+    def last(self) -> RunCursor | None:
+        """Where the next page starts after: the last run read (None when none was)."""
+        for snapshot in reversed(self.snapshots):
+            run = snapshot.run
+            if run.created_at is not None:  # open_run sets it on every run
+                return RunCursor(run.created_at, run.run_id)
+        return None
 
 
 class Ledger:
@@ -428,6 +471,70 @@ class Ledger:
         """The run that records a job of numeric id ``job_id``, or None (the first of two)."""
         found = self.find_runs_by_job_id(job_id)
         return found[0] if found else None
+
+    def next_runs(
+        self, statuses: Collection[RunStatus], after: RunCursor | None, limit: int
+    ) -> RunPage:
+        """The next ``limit`` runs whose status is one of ``statuses``, in the order (created_at,
+        run id), after ``after``; past the last one, on from the oldest (``wrapped``), up to and
+        including ``after`` itself, so no run is read twice in one page.
+
+        Two queries at most, each a range of the index ``ROUND_ROBIN_INDEX``: the cost is the
+        runs read, however many runs the order holds.
+        """
+        from google.cloud.firestore_v1 import FieldFilter
+
+        where = FieldFilter(ROUND_ROBIN_INDEX[0][0], "in", [status.value for status in statuses])
+        first = self._ordered(where, limit, start_after=after)
+        if after is None or len(first) >= limit:
+            return RunPage(first, wrapped=False)
+        rest = self._ordered(where, limit - len(first), end_at=after)
+        return RunPage(first + rest, wrapped=True)
+
+    def get_reconciler_state(self) -> ReconcilerState:
+        """The reconciler's state as the last tick left it (the initial state before any)."""
+        with _translated_errors("get", "reconciler state"):
+            snapshot = self._state_document().get(retry=_READ_RETRY, timeout=CALL_TIMEOUT_SECONDS)
+        fields = snapshot.to_dict() if snapshot.exists else None
+        return state_from_document(fields) if fields else ReconcilerState()
+
+    def put_reconciler_state(self, state: ReconcilerState) -> None:
+        """Write the reconciler's state, whatever it was: the last tick to write wins (see
+        ``handlers.reconcile``: two ticks at once read the same state and write nearly the same)."""
+        with _translated_errors("set", "reconciler state"):
+            self._state_document().set(
+                state_to_document(state), retry=_WRITE_RETRY, timeout=CALL_TIMEOUT_SECONDS
+            )
+
+    def _ordered(
+        self,
+        where: FieldFilter,
+        limit: int,
+        *,
+        start_after: RunCursor | None = None,
+        end_at: RunCursor | None = None,
+    ) -> list[RunSnapshot]:
+        query = self._client.collection(self._collection).where(filter=where)
+        for field_path, direction in ROUND_ROBIN_INDEX[1:]:
+            query = query.order_by(field_path, direction=direction)
+        query = query.order_by("__name__", direction=ROUND_ROBIN_INDEX[-1][1])
+        order_field = ROUND_ROBIN_INDEX[1][0]
+        if start_after is not None:
+            query = query.start_after(
+                {order_field: start_after.created_at, "__name__": start_after.run_id}
+            )
+        if end_at is not None:
+            query = query.end_at({order_field: end_at.created_at, "__name__": end_at.run_id})
+        query = query.limit(limit)
+        with _translated_errors("query", f"{where.field_path} {where.op_string} {where.value}"):
+            return [
+                _snapshot_of(snapshot)
+                for snapshot in query.stream(retry=_READ_RETRY, timeout=CALL_TIMEOUT_SECONDS)
+            ]
+
+    def _state_document(self) -> firestore.DocumentReference:
+        collection = self._collection + RECONCILER_STATE_SUFFIX
+        return self._client.collection(collection).document(RECONCILER_STATE_DOCUMENT)
 
     def _query(
         self, where: FieldFilter, limit: int, descending_by: str | None = None

@@ -17,10 +17,17 @@ PERMISSION_DENIED, UNAUTHENTICATED, missing   ``VertexPermissionDenied``, naming
 credentials                                   and the role to grant (``roles/aiplatform.user``).
 NOT_FOUND                                     ``get_persistent_resource`` returns None;
                                               otherwise ``VertexNotFound``.
-RESOURCE_EXHAUSTED                            request-rate limits (per minute/second, or reason
-                                              ``RATE_LIMIT_EXCEEDED``): ``BackendUnavailable``;
-                                              any other quota: ``QuotaExceeded`` (permanent).
+RESOURCE_EXHAUSTED (HTTP 429)                 ``VertexThrottled`` (transient): on any call but
+                                              a create, and on a create refused by a request-rate
+                                              limit (per minute/second, or reason
+                                              ``RATE_LIMIT_EXCEEDED``); any other quota on a
+                                              create: ``QuotaExceeded`` (permanent).
 ============================================  ====================================================
+
+A read or a cancel uses no resource quota: its RESOURCE_EXHAUSTED can only be the request quota
+per minute and region (the reconciler's ListCustomJobs, the hints' GetCustomJob, the watchdog's
+CancelCustomJob all draw on it), so it is ``VertexThrottled`` whatever the message says. Callers
+that make many calls back off on it (``handlers.reconcile``) rather than retry at once.
 
 Why a quota on create is permanent: a resource quota (GPUs, CPUs, preemptible GPUs for
 FLEX_START) is a ceiling only a human lifts, in hours or days, not within the platform's redelivery
@@ -81,6 +88,11 @@ class VertexNotFound(PermanentError):
     """The named job (or its location) does not exist."""
 
     headline = "Vertex AI did not find what the job names"
+
+
+class VertexThrottled(BackendUnavailable):
+    """Vertex AI refused the call for a request quota (RESOURCE_EXHAUSTED, HTTP 429): it did
+    nothing; try again later, and make fewer calls meanwhile (never retried here)."""
 
 
 class QuotaExceeded(PermanentError):
@@ -229,14 +241,6 @@ def cancel_custom_job(name: str) -> None:
         client.cancel_custom_job(name=name, retry=_READ_RETRY, timeout=READ_TIMEOUT_SECONDS)
 
 
-def is_resource_exhausted(error: BaseException) -> bool:
-    """Whether ``error`` (raised here) was a RESOURCE_EXHAUSTED answer: a rate limit
-    (``BackendUnavailable``) or a quota (``QuotaExceeded``)."""
-    return isinstance(error, QuotaExceeded) or isinstance(
-        error.__cause__, api_exceptions.TooManyRequests
-    )
-
-
 def region_of(resource_name: str) -> str:
     """The location in ``projects/P/locations/R[/...]``; it picks the regional endpoint."""
     match = _LOCATION_OF_NAME.match(resource_name)
@@ -312,8 +316,8 @@ def _translated(error: api_exceptions.GoogleAPICallError, method: str, resource:
             f"{what} was denied ({error.message}): the function's service account needs "
             f"{permission}; grant it {REQUIRED_ROLE} on the project"
         )
-    if _is_rate_limit(error):
-        return BackendUnavailable(f"{what} hit a request-rate limit, try again: {error.message}")
+    if method != "CreateCustomJob" or _is_rate_limit(error):
+        return VertexThrottled(f"{what} hit a request quota, try later: {error.message}")
     return QuotaExceeded(
         f"{what} exceeded a quota: {error.message}; ask for fewer or other accelerators, another "
         "region, or request a quota increase (console: IAM & Admin > Quotas)"

@@ -54,7 +54,7 @@ from cloudevents.http import CloudEvent
 from shared.decode import hints
 from shared.logs import log
 from shared.model import loglines
-from shared.model.errors import BackendUnavailable, MalformedEvent, PermanentError
+from shared.model.errors import MalformedEvent, PermanentError
 from shared.policy.hint_screen import HintDrop
 
 if TYPE_CHECKING:
@@ -127,12 +127,10 @@ def handle_job_event(
 
     try:
         job = _read_job(screened.job_name)
-    except (BackendUnavailable, PermanentError) as error:
-        if not vertex.is_resource_exhausted(error):
-            if isinstance(error, PermanentError):
-                return _refused(hint, error)
-            raise
+    except vertex.VertexThrottled as error:
         return _dropped(hint, HintDrop.THROTTLED, screened.run_id, error=str(error))
+    except PermanentError as error:
+        return _refused(hint, error)
     if job is None:
         log(
             logger,

@@ -5,10 +5,14 @@ hints, state is read"), so this tick is what guarantees that nothing is missed. 
 reconcile: read, compute what is owed, apply, and let the next tick repeat whatever did not happen.
 One tick:
 
-1. reads the active runs from the ledger (at most ``reconcile_max_runs``);
+1. reads the next ``reconcile_max_runs`` active runs of a round-robin over them (the ledger's
+   ``next_runs``: in the order created_at then run id, after the cursor the last tick left in
+   the reconciler's state document, wrapping round to the oldest), so the runs read longest ago
+   come first and every active run is read within ceil(active runs / reconcile_max_runs) ticks
+   (``policy.reconcile_pace``);
 2. per parent (project and region) lists our jobs with ONE label-filtered ``ListCustomJobs`` per
-   page (``labels.vd-run:*`` and a ``create_time`` lower bound), never one Get per job, and stops
-   paging as soon as every job it watches was seen;
+   page (``labels.vd-run:*`` and ``create_time`` bounds around the intents of the runs read),
+   never one Get per job, and stops paging as soon as every job it watches was seen;
 3. plans, with the pure ``reconcile_plan.plan_tick``, what the ledger is owed:
 
    - a state change for every job whose state the ledger has not recorded, or whose terminal
@@ -29,16 +33,25 @@ One tick:
      cancelled; its end is then capacity (the next placement of the chain, as the retry policy
      says). An intent still without a job after ``STUCK_INTENT_ALERT_AFTER`` is alerted;
 
-4. applies the plan, each action isolated: a failing one is counted and retried next tick;
+4. applies the plan, each action isolated: a failing one is counted and retried next tick; a
+   ListCustomJobs or CancelCustomJob refused with RESOURCE_EXHAUSTED (``vertex.VertexThrottled``)
+   ends the tick's Vertex AI calls, and the next ticks make none for a pause that doubles per
+   throttled tick in a row (1, 2, 4... minutes, at most 15), while their ledger work goes on;
 5. calls ``actions.ensure_actions`` on every run read, and on the ended runs whose decisions
    still owe an alert or a completion (the ledger's ``actions_owed`` flag): it publishes the
    retries whose backoff has passed and redoes any alert or completion a failed publish left
-   undone (no I/O when nothing is owed).
+   undone (no I/O when nothing is owed);
+6. writes the reconciler's state once: the cursor at the last run read, and the backoff.
 
 Running two ticks at once is harmless: a state is recorded by compare-and-set (the loser of a
 race gets ``LedgerConflict``, counted, and the next tick finds the state recorded), retries are
 claimed once by dispatch, cancels are idempotent, and each watchdog alert is claimed in the ledger
-before it is sent (``rejections.alert_once``), so one tick sends it.
+before it is sent (``rejections.alert_once``), so one tick sends it. Both read the same state, so
+the same page of runs, and each writes the cursor at the last run it read; the last write wins.
+The two cursors differ only if runs started or ended between the two reads, and either way no
+run is skipped: the runs between them are read again by the next tick. A backoff one of them set
+may be overwritten by the other; the next tick then makes one call, is throttled again, and the
+backoff is back: one call, not a storm.
 
 Why the tick applies states rather than publishing a hint per change to ``on_job_event`` (the
 first sketch of the design): a hint is re-published every tick until the job-state function has
@@ -62,7 +75,14 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from shared.adapters import retry_messages, vertex
-from shared.adapters.ledger import CancelReason, LedgerConflict, Run, RunSnapshot, RunStatus
+from shared.adapters.ledger import (
+    CancelReason,
+    LedgerConflict,
+    Run,
+    RunPage,
+    RunSnapshot,
+    RunStatus,
+)
 from shared.aiplatform import CustomJob
 from shared.config.durations import age_text
 from shared.handlers import actions, duplicates, jobstate
@@ -71,6 +91,7 @@ from shared.logs import log
 from shared.model.errors import DispatchError
 from shared.policy.due_retries import DueRetry
 from shared.policy.duplicates import Duplicates
+from shared.policy.reconcile_pace import VertexPace, next_state, vertex_paused
 from shared.policy.reconcile_plan import (
     Listing,
     OverdueWait,
@@ -114,8 +135,14 @@ RECORDED_OUTCOMES = frozenset({jobstate.JobStateOutcome.RECORDED, jobstate.JobSt
 class ReconcileReport:
     """What one tick read and did; logged as one structured line."""
 
-    runs_read: int = 0
-    runs_limit_reached: bool = False  # more active runs than one tick reads: raise the limit
+    runs_read: int = 0  # active runs read: at most reconcile_max_runs
+    round_wrapped: bool = False  # the tick reached the newest active run and went on from the
+    # oldest: every active run was read since the last tick that wrapped
+    cursor_run_id: str | None = None  # the run the tick stopped at: the next one starts after it
+    vertex_calls: int = 0  # ListCustomJobs pages and CancelCustomJob calls made
+    vertex_pace: str = VertexPace.CALLED.value  # called | throttled | paused (VertexPace)
+    vertex_throttles: int = 0  # throttled ticks in a row (0: no backoff)
+    vertex_paused_until: str | None = None  # no Vertex AI call before this time (ISO 8601)
     ended_runs_owing_actions: int = 0  # ended runs whose alert or completion publish failed
     parents_listed: int = 0
     list_calls: int = 0  # ListCustomJobs pages
@@ -146,7 +173,11 @@ def run_reconcile(cloud_event: CloudEvent, services: Services | None = None) -> 
 def reconcile(services: Services, now: datetime) -> ReconcileReport:
     """One reconcile pass at ``now``; see the module docstring. Raises only if the ledger fails."""
     config = services.config
-    snapshots = services.ledger.list_runs(ACTIVE_STATUSES, limit=config.reconcile_max_runs)
+    state = services.ledger.get_reconciler_state()
+    page: RunPage = services.ledger.next_runs(
+        ACTIVE_STATUSES, state.cursor, config.reconcile_max_runs
+    )
+    snapshots = page.snapshots
     runs = [snapshot.run for snapshot in snapshots]
     active = {run.run_id for run in runs}
     owing = [
@@ -154,7 +185,8 @@ def reconcile(services: Services, now: datetime) -> ReconcileReport:
         for snapshot in services.ledger.list_runs_owing_actions(limit=config.reconcile_max_runs)
         if snapshot.run.run_id not in active
     ]
-    tick = _Tick(services)
+    paused = vertex_paused(state, now)
+    tick = _Tick(services, VertexPace.PAUSED if paused else VertexPace.CALLED)
     listings = plan_listings(runs)
     jobs: dict[str, CustomJob] = {}
     listed: set[str] = set()
@@ -184,10 +216,22 @@ def reconcile(services: Services, now: datetime) -> ReconcileReport:
     for snapshot in (*snapshots, *owing):
         if snapshot.run.run_id not in applied:  # ensured already, on the freshly recorded run
             tick.ensure_actions(snapshot)
+    left = next_state(state, now, last_read=page.last, pace=tick.pace)
+    try:
+        services.ledger.put_reconciler_state(left)
+    except DispatchError as error:  # the next tick reads this page again: harmless
+        tick._failed("writing the reconciler state", error)
     report = ReconcileReport(
         runs_read=len(runs),
+        round_wrapped=page.wrapped,
+        cursor_run_id=left.cursor.run_id if left.cursor else None,
+        vertex_calls=tick.list_calls + tick.cancel_calls,
+        vertex_pace=tick.pace.value,
+        vertex_throttles=left.throttles,
+        vertex_paused_until=(
+            left.vertex_paused_until.isoformat() if left.vertex_paused_until else None
+        ),
         ended_runs_owing_actions=len(owing),
-        runs_limit_reached=len(runs) >= config.reconcile_max_runs,
         parents_listed=len(listed),
         list_calls=tick.list_calls,
         jobs_listed=tick.jobs_listed,
@@ -209,9 +253,11 @@ def reconcile(services: Services, now: datetime) -> ReconcileReport:
 class _Tick:
     """The side effects of one tick, each isolated: a failure is counted, never raised."""
 
-    def __init__(self, services: Services) -> None:
+    def __init__(self, services: Services, pace: VertexPace = VertexPace.CALLED) -> None:
         self.services = services
         self.config = services.config
+        self.pace = pace  # CALLED until a call is throttled; PAUSED: no call at all
+        self.cancel_calls = 0
         self.list_calls = 0
         self.jobs_listed = 0
         self.states_recorded = 0
@@ -226,7 +272,10 @@ class _Tick:
         self.errors: list[str] = []
 
     def list_jobs(self, listing: Listing) -> dict[str, CustomJob] | None:
-        """The jobs of ``listing``, paging only until every watched job was seen; None on error."""
+        """The jobs of ``listing``, paging only until every watched job was seen; None on error
+        or when the tick makes no more Vertex AI calls (paused, or throttled already)."""
+        if self.pace is not VertexPace.CALLED:
+            return None
         found: dict[str, CustomJob] = {}
         missing = set(listing.watched)
         try:
@@ -238,6 +287,10 @@ class _Tick:
                     missing.discard(job.name)
                 if not missing:
                     break  # later pages hold only older jobs nobody watches
+        except vertex.VertexThrottled as error:
+            self.list_calls += 1  # the refused page was a call too
+            self._throttled(f"listing jobs in {listing.parent}", error)
+            return None
         except DispatchError as error:
             self._failed(f"listing jobs in {listing.parent}", error)
             return None
@@ -304,7 +357,11 @@ class _Tick:
         from. The note comes before the cancel call, so that however soon the job ends, its end
         is read as the watchdog's cancel (capacity: the run moves on) and never as an
         operator's; a note that fails leaves the job uncancelled for the next tick.
+        Once a call of the tick was throttled, none of them is done: the next tick able to
+        cancel does.
         """
+        if self.pace is not VertexPace.CALLED:
+            return
         last = run.last_attempt
         if last is None or last.job_name != waited.job_name:
             return  # the listing is of an older attempt's job
@@ -338,8 +395,12 @@ class _Tick:
             self._failed(f"recording the cancel of {waited.job_name}", error, run.run_id)
             return
         try:
+            self.cancel_calls += 1
             vertex.cancel_custom_job(waited.job_name)
             self.cancels += 1
+        except vertex.VertexThrottled as error:
+            self._throttled(f"cancelling {waited.job_name}", error, run.run_id)
+            return
         except vertex.VertexRejected:
             pass  # FAILED_PRECONDITION: it is cancelling or ended already (maybe by the service)
         except DispatchError as error:
@@ -347,11 +408,20 @@ class _Tick:
 
     def cancel_duplicates(self, run: Run, extra: Duplicates) -> None:
         """Cancel the duplicates of an attempt's job, alert once, note them (all idempotent:
-        whatever fails is counted, and the next tick, finding them un-noted, repeats it)."""
+        whatever fails is counted, and the next tick, finding them un-noted, repeats it). Not
+        while Vertex AI calls are throttled or paused: the next tick able to call does it."""
+        if self.pace is not VertexPace.CALLED:
+            return
         try:
+            self.cancel_calls += len(extra.cancel)
             _, sent, _ = duplicates.settle(
                 self.services.ledger, self.config, run, extra, trigger=run.run_key
             )
+        except vertex.VertexThrottled as error:
+            self._throttled(
+                f"cancelling the duplicates {', '.join(extra.cancel)}", error, run.run_id
+            )
+            return
         except DispatchError as error:
             self._failed(f"cancelling the duplicates {', '.join(extra.cancel)}", error, run.run_id)
             return
@@ -422,6 +492,12 @@ class _Tick:
             for action, count in done.items():
                 if count:
                     self.actions_taken[action] = self.actions_taken.get(action, 0) + count
+
+    def _throttled(self, action: str, error: Exception, run_id: str | None = None) -> None:
+        """A Vertex AI request quota refused ``action``: no more Vertex AI calls this tick, and
+        the backoff starts (``reconcile_pace.next_state``)."""
+        self.pace = VertexPace.THROTTLED
+        self._failed(f"{action} (throttled: no more Vertex AI calls this tick)", error, run_id)
 
     def _failed(self, action: str, error: Exception, run_id: str | None = None) -> None:
         self.errors.append(f"{action}: {error}")

@@ -21,6 +21,7 @@ from shared.policy import jobspec
 from shared.policy.due_retries import DueRetry, RetryCause, due_retry
 from shared.policy.duplicates import Duplicates, FoundJob, sort_out
 from shared.policy.timing import (
+    INTENT_LEASE,
     LIST_WINDOW_MARGIN,
     STUCK_INTENT_ALERT_AFTER,
 )
@@ -29,7 +30,8 @@ from shared.policy.watchdogs import QueueLimitSource, queue_limit
 
 @dataclass(frozen=True)
 class Listing:
-    """One ListCustomJobs query: the jobs of one parent created since the oldest watched intent."""
+    """One ListCustomJobs query: the jobs of one parent created between the oldest watched intent
+    and shortly after the newest."""
 
     parent: str
     filter: str
@@ -79,24 +81,44 @@ class TickPlan:
     duplicates: tuple[Duplicates, ...] = ()  # listed jobs of an attempt recording another job
 
 
-def list_filter(since: datetime) -> str:
-    """The ListCustomJobs filter for our jobs created at or after ``since``."""
-    stamp = since.isoformat(timespec="seconds").replace("+00:00", "Z")
-    return f'labels.{jobspec.RUN_LABEL}:* AND create_time>="{stamp}"'
+def list_filter(since: datetime, until: datetime | None = None) -> str:
+    """The ListCustomJobs filter for our jobs created at or after ``since`` (and, if given, at
+    or before ``until``)."""
+    bounds = f'create_time>="{_stamp(since)}"'
+    if until is not None:
+        bounds += f' AND create_time<="{_stamp(until)}"'
+    return f"labels.{jobspec.RUN_LABEL}:* AND {bounds}"
+
+
+def _stamp(moment: datetime) -> str:
+    return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def plan_listings(runs: Iterable[Run], margin: timedelta = LIST_WINDOW_MARGIN) -> list[Listing]:
-    """One listing per parent holding a recorded job of a run's last attempt, sorted by parent."""
+    """One listing per parent holding a recorded job of a run's last attempt, sorted by parent.
+
+    Its window runs from the oldest watched intent to the newest plus ``INTENT_LEASE`` (a job is
+    created within its intent's lease: no takeover starts before it ends), each widened by
+    ``margin`` for clock skew. ListCustomJobs pages newest first, so without the upper bound the
+    oldest page of the round-robin would page through every newer job of the region; with it, a
+    tick's pages follow the runs it read (docs/performance.md, "Reconcile round").
+    """
     oldest: dict[str, datetime] = {}
+    newest: dict[str, datetime] = {}
     watched: dict[str, set[str]] = {}
     for run in runs:
         last = run.last_attempt
         if last is None or last.job_name is None:
             continue
         oldest[last.parent] = min(oldest.get(last.parent, last.intent_at), last.intent_at)
+        newest[last.parent] = max(newest.get(last.parent, last.intent_at), last.intent_at)
         watched.setdefault(last.parent, set()).add(last.job_name)
     return [
-        Listing(parent, list_filter(oldest[parent] - margin), frozenset(watched[parent]))
+        Listing(
+            parent,
+            list_filter(oldest[parent] - margin, newest[parent] + INTENT_LEASE + margin),
+            frozenset(watched[parent]),
+        )
         for parent in sorted(watched)
     ]
 

@@ -52,3 +52,13 @@ SERVICE_EXPIRY_WINDOW = timedelta(minutes=10)
 when it ended this soon after its deadline: the service ends a job when its wait runs out, while
 the reconciler's watchdog cancels only after the max wait plus ``watchdog_grace`` (30 minutes by
 default) and a human may cancel at any time. Ten minutes absorbs the service's own delay."""
+
+VERTEX_THROTTLE_PAUSE = timedelta(minutes=1)
+"""After a tick's Vertex AI call is throttled (RESOURCE_EXHAUSTED, a read quota per minute and
+region), the reconciler makes no Vertex AI call for this long, doubled for each throttled tick in
+a row (1, 2, 4, 8 minutes...): the quota refills per minute, and a paused tick leaves the quota to
+dispatch's creates and the hints' reads instead of spending it on calls that would be refused."""
+
+VERTEX_THROTTLE_PAUSE_MAX = timedelta(minutes=15)
+"""The longest such pause: past it, a throttle that lasts (another workload on the project's
+quota) is tried again every 15 minutes, each try one call, while hints keep recording states."""

@@ -194,6 +194,46 @@ def test_reconcile_calls_grow_with_pages(calls: int, expected: Verdict) -> None:
     assert verdicts(report.reconcile_rows(reconcile(calls)), "Vertex AI calls") == [expected]
 
 
+def reconcile_round(ticks_to_cover: int | None, tick_seconds_max: float) -> dict[str, Any]:
+    return {
+        "runs": 20_000,
+        "regions": ["europe-west4", "us-central1", "us-east4"],
+        "reconcile_max_runs": 2000,
+        "ticks_to_cover": ticks_to_cover,
+        "ticks_bound": 10,
+        "runs_read_twice_before_covered": 0,
+        "vertex_calls_per_tick_p50": 21.5,
+        "vertex_calls_per_tick_max": 30,
+        "tick_seconds_p50": 4.0,
+        "tick_seconds_max": tick_seconds_max,
+        "seed_jobs_seconds": 60.0,
+        "seed_ledger_seconds": 90.0,
+        "function_timeout_seconds": 300,
+    }
+
+
+@pytest.mark.parametrize(
+    ("results", "figure", "expected"),
+    [
+        (reconcile_round(10, 5.0), "ticks until every one", Verdict.MET),
+        (reconcile_round(11, 5.0), "ticks until every one", Verdict.MISSED),
+        (reconcile_round(None, 5.0), "ticks until every one", Verdict.MISSED),
+        (reconcile_round(10, 99.9), "wall time of one tick", Verdict.MET),
+        (reconcile_round(10, 100.0), "wall time of one tick", Verdict.MISSED),
+    ],
+)
+def test_reconcile_round_targets(results: dict[str, Any], figure: str, expected: Verdict) -> None:
+    assert verdicts(report.reconcile_round_rows(results), figure) == [expected]
+
+
+def test_only_one_workload_shows_only_its_rows() -> None:
+    rows = report.all_rows(
+        {"settings": {"only": "reconcile_round"}, "reconcile_round": reconcile_round(10, 5.0)}
+    )
+
+    assert {row.figure.split(":")[0] for row in rows} == {"(5) reconcile round"}
+
+
 def test_sections_missing_from_the_results_are_not_run() -> None:
     rows = report.all_rows({"cold_start": {"floor": FLOOR}})
     assert [row.figure for row in rows if row.verdict is Verdict.NOT_RUN] == [
@@ -201,6 +241,7 @@ def test_sections_missing_from_the_results_are_not_run() -> None:
         "(2) warm path",
         "(3) burst",
         "(4) reconcile",
+        "(5) reconcile round",
     ]
 
 

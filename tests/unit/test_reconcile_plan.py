@@ -447,7 +447,7 @@ def test_a_parent_that_could_not_be_listed_is_left_for_the_next_tick() -> None:
     assert tick(waiting, listed_parents=frozenset({EAST_PARENT})).unlisted == (job_name(1),)
 
 
-def test_listings_one_per_parent_from_the_oldest_watched_intent() -> None:
+def test_listings_one_per_parent_from_the_oldest_watched_intent_to_the_newest() -> None:
     runs = [
         run(RunStatus.SUBMITTED, attempt(job=1, intent_age=timedelta(hours=1)), run_id="r-a"),
         run(RunStatus.RUNNING, attempt(job=2, intent_age=timedelta(hours=3)), run_id="r-b"),
@@ -459,12 +459,15 @@ def test_listings_one_per_parent_from_the_oldest_watched_intent() -> None:
     assert plan_listings(runs) == [
         Listing(
             PARENT,
-            'labels.vd-run:* AND create_time>="2026-12-01T08:50:00Z"',  # 3 h + 10 min margin
+            # 3 h + 10 min margin; 1 h - 5 min intent lease - 10 min margin
+            'labels.vd-run:* AND create_time>="2026-12-01T08:50:00Z" '
+            'AND create_time<="2026-12-01T11:15:00Z"',
             frozenset({job_name(1), job_name(2)}),
         ),
         Listing(
             EAST_PARENT,
-            'labels.vd-run:* AND create_time>="2026-12-01T11:30:00Z"',
+            'labels.vd-run:* AND create_time>="2026-12-01T11:30:00Z" '
+            'AND create_time<="2026-12-01T11:55:00Z"',
             frozenset({job_name(3)}),
         ),
     ]
@@ -474,6 +477,10 @@ def test_list_filter_is_rfc3339_utc() -> None:
     since = datetime(2026, 12, 1, 8, 50, 12, 345678, tzinfo=UTC)
 
     assert list_filter(since) == 'labels.vd-run:* AND create_time>="2026-12-01T08:50:12Z"'
+    assert list_filter(since, since + timedelta(hours=1)) == (
+        'labels.vd-run:* AND create_time>="2026-12-01T08:50:12Z" '
+        'AND create_time<="2026-12-01T09:50:12Z"'
+    )
 
 
 @pytest.mark.parametrize(

@@ -160,7 +160,7 @@ def test_a_flex_start_job_asking_for_a_t4_is_refused_with_the_service_message(
             "RESOURCE_EXHAUSTED",
             "Quota exceeded for quota metric 'Resource management (CRUD) requests' and limit "
             "'Resource management (CRUD) requests per minute per region'",
-            BackendUnavailable,
+            vertex.VertexThrottled,
         ),
     ],
 )
@@ -222,6 +222,25 @@ def test_reads_ride_out_one_unavailable_answer(
 
     assert read()
     assert len(vertex_admin.requests(method)) == 2
+
+
+@pytest.mark.parametrize("method", ["GetCustomJob", "ListCustomJobs", "CancelCustomJob"])
+def test_a_resource_exhausted_read_or_cancel_is_throttled_and_not_retried(
+    vertex_transport: str, vertex_admin: VertexAdmin, method: str
+) -> None:
+    created = vertex.create_custom_job(PARENT, seed_page_job("r-kkkkkkkkkkkkkkkkkkkkkkkk"))
+    # Whatever the message: a read or a cancel draws on no resource quota, only on requests.
+    vertex_admin.add_fault(method=method, code="RESOURCE_EXHAUSTED", message="Quota exceeded.")
+    call = {
+        "GetCustomJob": lambda: vertex.get_custom_job(created.name),
+        "ListCustomJobs": lambda: list(vertex.list_custom_jobs(PARENT)),
+        "CancelCustomJob": lambda: vertex.cancel_custom_job(created.name),
+    }[method]
+
+    with pytest.raises(vertex.VertexThrottled, match=method):
+        call()
+
+    assert len(vertex_admin.requests(method)) == 1  # left to the caller's backoff
 
 
 def test_reads_that_stay_unavailable_end_as_backend_unavailable(

@@ -32,3 +32,25 @@ resource "google_firestore_index" "runs_by_status_newest_first" {
 
   depends_on = [google_firestore_database.ledger]
 }
+
+# The reconciler's round-robin over the active runs: an `in` filter on status ordered by
+# created_at, ascending, then by document id, after a cursor (Ledger.next_runs, fields in
+# shared/adapters/ledger.py's ROUND_ROBIN_INDEX). Firestore serves it only from this index; the
+# document id order is implicit in it. Without it every reconcile tick fails with
+# FAILED_PRECONDITION ("The query requires an index").
+resource "google_firestore_index" "runs_by_status_oldest_first" {
+  project    = var.project_id
+  database   = "(default)"
+  collection = "vertex-dispatch-runs"
+
+  fields {
+    field_path = "status"
+    order      = "ASCENDING"
+  }
+  fields {
+    field_path = "created_at"
+    order      = "ASCENDING"
+  }
+
+  depends_on = [google_firestore_database.ledger]
+}
