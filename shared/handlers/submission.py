@@ -42,10 +42,10 @@ from shared.handlers.rejections import alert_once, finish_run
 from shared.logs import log
 from shared.model import loglines
 from shared.model.alerts import AlertReason
-from shared.model.errors import DispatchError, InvalidJobSpec, TransientError
+from shared.model.errors import InvalidJobSpec, TransientError
 from shared.model.results import DispatchOutcome, DispatchResult
 from shared.policy import jobspec
-from shared.policy.duplicates import Duplicates, FoundJob, sort_out
+from shared.policy.duplicates import FoundJob, sort_out
 from shared.policy.machines import preemptible_quota_metric
 from shared.policy.records import describe_placement, placement_kind, placement_record
 from shared.policy.timing import INTENT_LEASE
@@ -95,8 +95,12 @@ def _reattach(
     """The job of an intent found by label and recorded; None when the attempt may be taken over.
 
     More than one job found (a create whose answer was lost, then a takeover's create): the
-    attempt keeps the one ``policy.duplicates`` picks (the oldest) and the others are cancelled
-    and alerted (``handlers.duplicates.settle``).
+    attempt keeps the one ``policy.duplicates`` picks (the oldest) and the others are cancelled,
+    alerted and noted (``handlers.duplicates.settle``) BEFORE the kept job is recorded. A
+    failure there raises (the delivery is redone): once the attempt records its job, a
+    redelivery stops at "already has its job", hints for the duplicates are dropped unread (no
+    run records their ids), and only a reconcile tick that lists the pair while the run is still
+    active would find them again.
     """
     run_id = snapshot.run.run_id
     jobs = {
@@ -108,10 +112,16 @@ def _reattach(
         found = [FoundJob(job.name, job.create_time) for job in jobs.values()]
         extra = sort_out(run_id, claimed.number, None, found)
         job = jobs[extra.kept] if extra else next(iter(jobs.values()))
-        recorded = submission.ledger.record_job(run_id, claimed.number, job.name, job.state.name)
-        log(logger, logging.INFO, "job reattached", labels=submission.labels, job=job.name)
         if extra is not None:
-            _settle_duplicates(submission, recorded, extra)
+            duplicates.settle(
+                submission.ledger,
+                submission.config,
+                snapshot.run,
+                extra,
+                trigger=submission.trigger,
+            )
+        submission.ledger.record_job(run_id, claimed.number, job.name, job.state.name)
+        log(logger, logging.INFO, "job reattached", labels=submission.labels, job=job.name)
         return DispatchResult(DispatchOutcome.REATTACHED, run_id, job.name)
     age = submission.now() - claimed.intent_at
     if claimed.state != CREATE_FAILED_STATE and age < INTENT_LEASE:
@@ -120,32 +130,6 @@ def _reattach(
             "and its job is not visible yet; deliver again later"
         )
     return None
-
-
-def _settle_duplicates(submission: Submission, recorded: RunSnapshot, extra: Duplicates) -> None:
-    """Cancel and alert the duplicates found beside the job just reattached.
-
-    A failure here is not raised: the attempt now records its job, so a redelivery would stop
-    at "already has its job" and never look again. The reconciler's listing and the job-state
-    function see the same pair (a job of an attempt that records another) and repeat this.
-    """
-    try:
-        duplicates.settle(
-            submission.ledger,
-            submission.config,
-            recorded.run,
-            extra,
-            trigger=submission.trigger,
-        )
-    except DispatchError as error:
-        log(
-            logger,
-            logging.WARNING,
-            "duplicate jobs found but not yet cancelled or alerted; the reconciler retries",
-            labels=submission.labels,
-            duplicates=list(extra.cancel),
-            error=str(error),
-        )
 
 
 def _walk_placements(

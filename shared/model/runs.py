@@ -113,7 +113,6 @@ class CancelReason(enum.StrEnum):
 
     OPERATOR = "operator"  # `vertex-dispatch cancel`: stopped on purpose, never retried
     QUEUE_TIMEOUT = "queue_timeout"  # the queue watchdog: the placement did not take it (capacity)
-    DUPLICATE = "duplicate"  # a second job of one attempt
 
 
 @dataclass(frozen=True)

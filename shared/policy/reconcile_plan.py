@@ -95,7 +95,9 @@ def _stamp(moment: datetime) -> str:
 
 
 def plan_listings(runs: Iterable[Run], margin: timedelta = LIST_WINDOW_MARGIN) -> list[Listing]:
-    """One listing per parent holding a recorded job of a run's last attempt, sorted by parent.
+    """One listing per parent holding a recorded, undecided job of a run's last attempt, sorted
+    by parent. A decided job (a run waiting for its retry, maybe for days) is not watched: its
+    end cannot change, and its age would stretch the window over every job created since.
 
     Its window runs from the oldest watched intent to the newest plus ``INTENT_LEASE`` (a job is
     created within its intent's lease: no takeover starts before it ends), each widened by
@@ -108,8 +110,8 @@ def plan_listings(runs: Iterable[Run], margin: timedelta = LIST_WINDOW_MARGIN) -
     watched: dict[str, set[str]] = {}
     for run in runs:
         last = run.last_attempt
-        if last is None or last.job_name is None:
-            continue
+        if last is None or last.job_name is None or _settled(last):
+            continue  # no job yet, or its end decided: nothing a listing can change
         oldest[last.parent] = min(oldest.get(last.parent, last.intent_at), last.intent_at)
         newest[last.parent] = max(newest.get(last.parent, last.intent_at), last.intent_at)
         watched.setdefault(last.parent, set()).add(last.job_name)
@@ -121,6 +123,13 @@ def plan_listings(runs: Iterable[Run], margin: timedelta = LIST_WINDOW_MARGIN) -
         )
         for parent in sorted(watched)
     ]
+
+
+def _settled(attempt: Attempt) -> bool:
+    """Whether the attempt's job's end is recorded and decided: no listing can change it. (A
+    decision beside a live state is a ledger damaged by an old version: still watched, so that
+    the listed end repairs it.)"""
+    return attempt.decision is not None and is_terminal(attempt.state)
 
 
 def plan_tick(
@@ -159,6 +168,8 @@ def plan_tick(
             ):
                 stuck.append(StuckIntent(run.run_id, last.number, now - last.intent_at))
             continue
+        if _settled(last):
+            continue  # its end is decided (plan_listings does not watch it): a retry is all
         if listed_parents is not None and last.parent not in listed_parents:
             continue
         job = jobs.get(last.job_name)

@@ -576,3 +576,33 @@ def test_the_tick_plans_the_duplicates_it_lists(
     assert plan.duplicates == expected
     # A duplicate's state is never a change of the attempt, however it differs.
     assert all(change.job_name == job_name(1) for change in plan.changes)
+
+
+def test_a_decided_end_is_not_watched_however_old() -> None:
+    # A run waiting days for its retry (a no-placement wait) keeps its last attempt's decided
+    # job: watching it would stretch the listing back days, over every job created since.
+    waiting = run(
+        RunStatus.WAITING_RETRY,
+        attempt(job=1, state="JOB_STATE_FAILED", intent_age=timedelta(days=6), decision=DECIDED),
+        run_id="r-waiting",
+    )
+    live = run(RunStatus.RUNNING, attempt(job=2, state="JOB_STATE_RUNNING"), run_id="r-live")
+
+    [listing] = plan_listings([waiting, live])
+
+    assert listing.watched == frozenset({job_name(2)})
+    assert 'create_time>="2026-12-01T11:30:00Z"' in listing.filter  # 20 min + 10 min margin
+    assert plan_listings([waiting]) == []
+    # Not listed, and not reported as missing from the listing either.
+    assert tick(waiting).unlisted == ()
+
+
+def test_a_decision_beside_a_live_state_is_still_watched_so_its_end_repairs_it() -> None:
+    damaged = run(
+        RunStatus.WAITING_RETRY,
+        attempt(job=1, state="JOB_STATE_RUNNING", decision=DECIDED),
+    )
+
+    [listing] = plan_listings([damaged])
+
+    assert listing.watched == frozenset({job_name(1)})
