@@ -24,6 +24,7 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from shared import validation
 from shared.adapters import vertex
@@ -51,6 +52,9 @@ from shared.policy.records import describe_placement, placement_kind, placement_
 from shared.policy.timing import INTENT_LEASE
 from shared.policy.watchdogs import NoPlacementDue, no_placement_due, no_placement_limits
 from shared.validation.chain import check_chain
+
+if TYPE_CHECKING:
+    from google.cloud import aiplatform_v1
 
 logger = logging.getLogger(__name__)
 
@@ -120,7 +124,9 @@ def _reattach(
                 extra,
                 trigger=submission.trigger,
             )
-        submission.ledger.record_job(run_id, claimed.number, job.name, job.state.name)
+        submission.ledger.record_job(
+            run_id, claimed.number, job.name, job.state.name, created_at=_created_at(job)
+        )
         log(logger, logging.INFO, "job reattached", labels=submission.labels, job=job.name)
         return DispatchResult(DispatchOutcome.REATTACHED, run_id, job.name)
     age = submission.now() - claimed.intent_at
@@ -198,7 +204,14 @@ def _claim_and_create(
         return _refused(submission, snapshot, attempt_number, error, AlertReason.PERMISSION)
     except InvalidJobSpec as error:  # VertexRejected: the service refused the spec
         return _refused(submission, snapshot, attempt_number, error, AlertReason.INVALID_SPEC)
-    ledger.record_job(run_id, attempt_number, job.name, job.state.name, known=snapshot)
+    ledger.record_job(
+        run_id,
+        attempt_number,
+        job.name,
+        job.state.name,
+        known=snapshot,
+        created_at=_created_at(job),
+    )
     log(
         logger,
         logging.INFO,
@@ -399,3 +412,9 @@ def _give_up(
 def _hours(waited: timedelta) -> str:
     """A wait as an alert says it: ``"30.2h"``."""
     return f"{waited.total_seconds() / 3600:.1f}h"
+
+
+def _created_at(job: aiplatform_v1.CustomJob) -> datetime | None:
+    """The job's create_time (Vertex AI's clock), None when the answer did not carry one."""
+    created = job.create_time
+    return created if created and created.timestamp() > 0 else None
