@@ -265,6 +265,7 @@ def _seed_runs(
             intent_at=created_at,
             job_name=job.name,
             state=job.state.name,
+            job_created_at=created_at,  # as dispatch records it (the listing window's bounds)
         )
         return Run(
             run_id=run_id,

@@ -270,15 +270,17 @@ class Ledger:
         error: Mapping[str, Any] | None = None,
         status: RunStatus | None = None,
         known: RunSnapshot | None = None,
+        created_at: datetime | None = None,
     ) -> RunSnapshot:
-        """Record the job of an attempt and its state (and the run's new status, if given).
+        """Record the job of an attempt and its state (and the run's new status, if given;
+        the job's create time as Vertex AI stamped it, if known).
 
         ``known`` is the run as this caller last wrote it (e.g. the claim's snapshot): the
         compare-and-set is tried on it first, saving a read on the hot path of every submission.
         """
 
         def change(run: Run) -> Run:
-            recorded = with_job(run, attempt_number, job_name, state, error)
+            recorded = with_job(run, attempt_number, job_name, state, error, created_at)
             return with_status(recorded, status) if status else recorded
 
         return self._apply(run_id, change, known)[0]

@@ -121,7 +121,11 @@ def handle_job_event(
     screened, found = _screen(hint, services)
     if screened.drop is not None or screened.job_name is None:
         return _dropped(hint, screened.drop or HintDrop.NOT_OURS, screened.run_id)
-    if not _hint_read_allowed(hint, screened, found, services):
+    try:
+        allowed = _hint_read_allowed(hint, screened, found, services)
+    except PermanentError as error:  # the run or attempt went away since the screen read it
+        return _refused(hint, error)
+    if not allowed:
         return _dropped(hint, HintDrop.READ_BUDGET, screened.run_id)
     from shared.adapters import vertex
 

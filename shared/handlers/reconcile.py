@@ -107,6 +107,7 @@ if TYPE_CHECKING:
     from cloudevents.abstract import CloudEvent
 
     from shared.handlers.services import Services
+    from shared.model.reconciler_state import ReconcilerState
 
 ACTIVE_STATUSES: tuple[RunStatus, ...] = (
     RunStatus.ACCEPTED,
@@ -177,6 +178,10 @@ def reconcile(services: Services, now: datetime) -> ReconcileReport:
     page: RunPage = services.ledger.next_runs(
         ACTIVE_STATUSES, state.cursor, config.reconcile_max_runs
     )
+    # The cursor moves on before any Vertex AI call, so that a tick killed on its way (the
+    # function's timeout, a crash) does not make every next tick read this same page again and
+    # starve the runs past it. The backoff is written at the end, from what the tick met.
+    _put_state(services, next_state(state, now, last_read=page.last, pace=VertexPace.PAUSED))
     snapshots = page.snapshots
     runs = [snapshot.run for snapshot in snapshots]
     active = {run.run_id for run in runs}
@@ -217,10 +222,8 @@ def reconcile(services: Services, now: datetime) -> ReconcileReport:
         if snapshot.run.run_id not in applied:  # ensured already, on the freshly recorded run
             tick.ensure_actions(snapshot)
     left = next_state(state, now, last_read=page.last, pace=tick.pace)
-    try:
-        services.ledger.put_reconciler_state(left)
-    except DispatchError as error:  # the next tick reads this page again: harmless
-        tick._failed("writing the reconciler state", error)
+    if not _put_state(services, left):
+        tick.errors.append("writing the reconciler state failed: see the WARNING line")
     report = ReconcileReport(
         runs_read=len(runs),
         round_wrapped=page.wrapped,
@@ -508,6 +511,22 @@ class _Tick:
             labels={"run_id": run_id} if run_id else None,
             error=str(error),
         )
+
+
+def _put_state(services: Services, state: ReconcilerState) -> bool:
+    """Write the reconciler's state; False (logged) when the ledger refused: the next tick then
+    reads an older cursor and rereads a page, which is harmless."""
+    try:
+        services.ledger.put_reconciler_state(state)
+    except DispatchError as error:
+        log(
+            logger,
+            logging.WARNING,
+            "reconcile: writing the reconciler state failed",
+            error=str(error),
+        )
+        return False
+    return True
 
 
 def _log_report(report: ReconcileReport) -> None:

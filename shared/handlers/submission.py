@@ -24,6 +24,7 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from shared import validation
 from shared.adapters import vertex
@@ -42,15 +43,18 @@ from shared.handlers.rejections import alert_once, finish_run
 from shared.logs import log
 from shared.model import loglines
 from shared.model.alerts import AlertReason
-from shared.model.errors import DispatchError, InvalidJobSpec, TransientError
+from shared.model.errors import InvalidJobSpec, TransientError
 from shared.model.results import DispatchOutcome, DispatchResult
 from shared.policy import jobspec
-from shared.policy.duplicates import Duplicates, FoundJob, sort_out
+from shared.policy.duplicates import FoundJob, sort_out
 from shared.policy.machines import preemptible_quota_metric
 from shared.policy.records import describe_placement, placement_kind, placement_record
 from shared.policy.timing import INTENT_LEASE
 from shared.policy.watchdogs import NoPlacementDue, no_placement_due, no_placement_limits
 from shared.validation.chain import check_chain
+
+if TYPE_CHECKING:
+    from google.cloud import aiplatform_v1
 
 logger = logging.getLogger(__name__)
 
@@ -95,8 +99,12 @@ def _reattach(
     """The job of an intent found by label and recorded; None when the attempt may be taken over.
 
     More than one job found (a create whose answer was lost, then a takeover's create): the
-    attempt keeps the one ``policy.duplicates`` picks (the oldest) and the others are cancelled
-    and alerted (``handlers.duplicates.settle``).
+    attempt keeps the one ``policy.duplicates`` picks (the oldest) and the others are cancelled,
+    alerted and noted (``handlers.duplicates.settle``) BEFORE the kept job is recorded. A
+    failure there raises (the delivery is redone): once the attempt records its job, a
+    redelivery stops at "already has its job", hints for the duplicates are dropped unread (no
+    run records their ids), and only a reconcile tick that lists the pair while the run is still
+    active would find them again.
     """
     run_id = snapshot.run.run_id
     jobs = {
@@ -108,10 +116,18 @@ def _reattach(
         found = [FoundJob(job.name, job.create_time) for job in jobs.values()]
         extra = sort_out(run_id, claimed.number, None, found)
         job = jobs[extra.kept] if extra else next(iter(jobs.values()))
-        recorded = submission.ledger.record_job(run_id, claimed.number, job.name, job.state.name)
-        log(logger, logging.INFO, "job reattached", labels=submission.labels, job=job.name)
         if extra is not None:
-            _settle_duplicates(submission, recorded, extra)
+            duplicates.settle(
+                submission.ledger,
+                submission.config,
+                snapshot.run,
+                extra,
+                trigger=submission.trigger,
+            )
+        submission.ledger.record_job(
+            run_id, claimed.number, job.name, job.state.name, created_at=_created_at(job)
+        )
+        log(logger, logging.INFO, "job reattached", labels=submission.labels, job=job.name)
         return DispatchResult(DispatchOutcome.REATTACHED, run_id, job.name)
     age = submission.now() - claimed.intent_at
     if claimed.state != CREATE_FAILED_STATE and age < INTENT_LEASE:
@@ -120,32 +136,6 @@ def _reattach(
             "and its job is not visible yet; deliver again later"
         )
     return None
-
-
-def _settle_duplicates(submission: Submission, recorded: RunSnapshot, extra: Duplicates) -> None:
-    """Cancel and alert the duplicates found beside the job just reattached.
-
-    A failure here is not raised: the attempt now records its job, so a redelivery would stop
-    at "already has its job" and never look again. The reconciler's listing and the job-state
-    function see the same pair (a job of an attempt that records another) and repeat this.
-    """
-    try:
-        duplicates.settle(
-            submission.ledger,
-            submission.config,
-            recorded.run,
-            extra,
-            trigger=submission.trigger,
-        )
-    except DispatchError as error:
-        log(
-            logger,
-            logging.WARNING,
-            "duplicate jobs found but not yet cancelled or alerted; the reconciler retries",
-            labels=submission.labels,
-            duplicates=list(extra.cancel),
-            error=str(error),
-        )
 
 
 def _walk_placements(
@@ -214,7 +204,14 @@ def _claim_and_create(
         return _refused(submission, snapshot, attempt_number, error, AlertReason.PERMISSION)
     except InvalidJobSpec as error:  # VertexRejected: the service refused the spec
         return _refused(submission, snapshot, attempt_number, error, AlertReason.INVALID_SPEC)
-    ledger.record_job(run_id, attempt_number, job.name, job.state.name, known=snapshot)
+    ledger.record_job(
+        run_id,
+        attempt_number,
+        job.name,
+        job.state.name,
+        known=snapshot,
+        created_at=_created_at(job),
+    )
     log(
         logger,
         logging.INFO,
@@ -415,3 +412,9 @@ def _give_up(
 def _hours(waited: timedelta) -> str:
     """A wait as an alert says it: ``"30.2h"``."""
     return f"{waited.total_seconds() / 3600:.1f}h"
+
+
+def _created_at(job: aiplatform_v1.CustomJob) -> datetime | None:
+    """The job's create_time (Vertex AI's clock), None when the answer did not carry one."""
+    created = job.create_time
+    return created if created and created.timestamp() > 0 else None

@@ -113,7 +113,6 @@ class CancelReason(enum.StrEnum):
 
     OPERATOR = "operator"  # `vertex-dispatch cancel`: stopped on purpose, never retried
     QUEUE_TIMEOUT = "queue_timeout"  # the queue watchdog: the placement did not take it (capacity)
-    DUPLICATE = "duplicate"  # a second job of one attempt
 
 
 @dataclass(frozen=True)
@@ -143,6 +142,10 @@ class Attempt:
     # counted before each read and bounded (``policy.hint_screen``): however many lines a job's
     # end brings, its hints cost at most that many reads.
     hint_reads: int = 0
+    # The job's create_time as Vertex AI stamped it (its clock, not ours): the reconciler's
+    # listing window is cut on it (``reconcile_plan.plan_listings``). None: not known (recorded
+    # by a hint's read, or before the field existed).
+    job_created_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -235,8 +238,10 @@ def with_job(
     job_name: str,
     state: str,
     error: Mapping[str, Any] | None = None,
+    created_at: datetime | None = None,
 ) -> Run:
-    """``run`` with attempt ``attempt_number``'s job and state; SUBMITTING becomes SUBMITTED.
+    """``run`` with attempt ``attempt_number``'s job and state (and the job's create time, by
+    Vertex AI's clock, when known); SUBMITTING becomes SUBMITTED.
 
     A live state of an attempt whose job is known to have ended (its state is terminal, or its
     end is decided) is older news and leaves ``run`` unchanged: see ``is_older_news``.
@@ -255,7 +260,11 @@ def with_job(
     if is_older_news(attempt, state):
         return run
     updated = replace(
-        attempt, job_name=job_name, state=state, error=error if error else attempt.error
+        attempt,
+        job_name=job_name,
+        state=state,
+        error=error if error else attempt.error,
+        job_created_at=attempt.job_created_at or created_at,
     )
     is_last = attempt_number == run.attempts[-1].number
     status = RunStatus.SUBMITTED if is_last and run.status is RunStatus.SUBMITTING else run.status
@@ -636,6 +645,7 @@ def _attempt_to_document(attempt: Attempt) -> dict[str, Any]:
         "cancel_reason": attempt.cancel_reason,
         "duplicate_jobs": list(attempt.duplicate_jobs),
         "hint_reads": attempt.hint_reads,
+        "job_created_at": attempt.job_created_at,
     }
 
 
@@ -654,4 +664,5 @@ def _attempt_from_document(document: Mapping[str, Any]) -> Attempt:
         cancel_reason=document.get("cancel_reason"),
         duplicate_jobs=tuple(document.get("duplicate_jobs") or ()),
         hint_reads=document.get("hint_reads") or 0,
+        job_created_at=document.get("job_created_at"),
     )

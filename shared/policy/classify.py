@@ -248,7 +248,7 @@ def classify(
 
     ``max_wait`` is the job's FLEX_START max wait (None: not a FLEX_START job, or one that waits
     forever); ``cancel_requested`` says we asked for the job's cancel, ``cancel_reason`` why
-    (None with ``cancel_requested``: an operator). An operator's (or a duplicate's) cancel makes
+    (None with ``cancel_requested``: an operator). An operator's cancel makes
     a FAILED or CANCELLED end CANCELLED. The queue watchdog's makes it CAPACITY, as the
     placement did not take the job in time: a CANCELLED end, or a FAILED one of a job that
     never started; a job that started before the cancel reached it and then FAILED is read by

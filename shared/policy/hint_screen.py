@@ -13,7 +13,8 @@ could not change what is recorded:
                       sink wider than ``hints.SINK_FILTER``)
 ``not_ours``          no run of the ledger records a job of this id: another system's job, or one
                       of ours recorded before the ledger stored ``job_ids`` (the reconciler covers
-                      those), or one whose create answer was lost (the reconciler reattaches it)
+                      those), or one whose create answer was lost (the reconciler republishes the
+                      retry and dispatch reattaches it), or a duplicate (the tick's listing)
 ``already_ended``     the attempt records its job's end: decided, or (for a log line) waiting for
                       the failed job's error, which no log line announces and the reconciler reads
 ``no_state_change``   a service line that says nothing new: a provisioning or tear-down step, or

@@ -21,7 +21,6 @@ from shared.policy import jobspec
 from shared.policy.due_retries import DueRetry, RetryCause, due_retry
 from shared.policy.duplicates import Duplicates, FoundJob, sort_out
 from shared.policy.timing import (
-    INTENT_LEASE,
     LIST_WINDOW_MARGIN,
     STUCK_INTENT_ALERT_AFTER,
 )
@@ -95,32 +94,52 @@ def _stamp(moment: datetime) -> str:
 
 
 def plan_listings(runs: Iterable[Run], margin: timedelta = LIST_WINDOW_MARGIN) -> list[Listing]:
-    """One listing per parent holding a recorded job of a run's last attempt, sorted by parent.
+    """One listing per parent holding a recorded, undecided job of a run's last attempt, sorted
+    by parent. A decided job (a run waiting for its retry, maybe for days) is not watched: its
+    end cannot change, and its age would stretch the window over every job created since.
 
-    Its window runs from the oldest watched intent to the newest plus ``INTENT_LEASE`` (a job is
-    created within its intent's lease: no takeover starts before it ends), each widened by
-    ``margin`` for clock skew. ListCustomJobs pages newest first, so without the upper bound the
-    oldest page of the round-robin would page through every newer job of the region; with it, a
-    tick's pages follow the runs it read (docs/performance.md, "Reconcile round").
+    The window is cut on Vertex AI's own clock: from the oldest watched job's ``create_time`` to
+    the newest's, as the ledger recorded them, each widened by ``margin``. ListCustomJobs pages
+    newest first, so without an upper bound the oldest page of the round-robin would page
+    through every newer job of the region; with it, a tick's pages follow the runs it read
+    (docs/performance.md, "Reconcile round"). Where a watched job's create time is not recorded
+    (a job recorded from a hint's read, or before the ledger kept it), the window falls back to
+    the intents (our clock) and has no upper bound: slower, never blind.
     """
     oldest: dict[str, datetime] = {}
-    newest: dict[str, datetime] = {}
+    newest: dict[str, datetime | None] = {}
     watched: dict[str, set[str]] = {}
     for run in runs:
         last = run.last_attempt
-        if last is None or last.job_name is None:
-            continue
-        oldest[last.parent] = min(oldest.get(last.parent, last.intent_at), last.intent_at)
-        newest[last.parent] = max(newest.get(last.parent, last.intent_at), last.intent_at)
-        watched.setdefault(last.parent, set()).add(last.job_name)
-    return [
-        Listing(
-            parent,
-            list_filter(oldest[parent] - margin, newest[parent] + INTENT_LEASE + margin),
-            frozenset(watched[parent]),
+        if last is None or last.job_name is None or _settled(last):
+            continue  # no job yet, or its end decided: nothing a listing can change
+        parent = last.parent
+        created = last.job_created_at
+        start = created if created is not None else last.intent_at
+        oldest[parent] = min(oldest.get(parent, start), start)
+        if created is None:
+            newest[parent] = None
+        elif parent not in newest or newest[parent] is not None:
+            newest[parent] = max(newest.get(parent) or created, created)
+        watched.setdefault(parent, set()).add(last.job_name)
+    listings = []
+    for parent in sorted(watched):
+        until = newest[parent]
+        listings.append(
+            Listing(
+                parent,
+                list_filter(oldest[parent] - margin, until + margin if until else None),
+                frozenset(watched[parent]),
+            )
         )
-        for parent in sorted(watched)
-    ]
+    return listings
+
+
+def _settled(attempt: Attempt) -> bool:
+    """Whether the attempt's job's end is recorded and decided: no listing can change it. (A
+    decision beside a live state is a ledger damaged by an old version: still watched, so that
+    the listed end repairs it.)"""
+    return attempt.decision is not None and is_terminal(attempt.state)
 
 
 def plan_tick(
@@ -159,6 +178,8 @@ def plan_tick(
             ):
                 stuck.append(StuckIntent(run.run_id, last.number, now - last.intent_at))
             continue
+        if _settled(last):
+            continue  # its end is decided (plan_listings does not watch it): a retry is all
         if listed_parents is not None and last.parent not in listed_parents:
             continue
         job = jobs.get(last.job_name)

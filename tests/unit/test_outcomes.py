@@ -468,14 +468,6 @@ def test_a_failed_job_nobody_cancelled_is_a_failure() -> None:
             CANCEL_REQUESTED_RULE,
         ),
         ("JOB_STATE_CANCELLED", None, False, None, "cancelled", CANCEL_REQUESTED_RULE),
-        (
-            "JOB_STATE_CANCELLED",
-            None,
-            False,
-            CancelReason.DUPLICATE,
-            "cancelled",
-            CANCEL_REQUESTED_RULE,
-        ),
     ],
 )
 def test_why_we_asked_for_the_cancel_decides_what_the_end_means(

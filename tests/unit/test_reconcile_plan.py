@@ -447,11 +447,18 @@ def test_a_parent_that_could_not_be_listed_is_left_for_the_next_tick() -> None:
     assert tick(waiting, listed_parents=frozenset({EAST_PARENT})).unlisted == (job_name(1),)
 
 
-def test_listings_one_per_parent_from_the_oldest_watched_intent_to_the_newest() -> None:
+def created(age: timedelta, **options: Any) -> Attempt:
+    """A recorded job's attempt whose job Vertex AI stamped ``age`` before NOW."""
+    return replace(attempt(**options), job_created_at=NOW - age)
+
+
+def test_listings_one_per_parent_from_the_oldest_watched_job_to_the_newest() -> None:
+    # Cut on the create times Vertex AI stamped (as the ledger recorded them), whatever the
+    # intents say: a service clock ahead of ours does not hide a job.
     runs = [
-        run(RunStatus.SUBMITTED, attempt(job=1, intent_age=timedelta(hours=1)), run_id="r-a"),
-        run(RunStatus.RUNNING, attempt(job=2, intent_age=timedelta(hours=3)), run_id="r-b"),
-        run(RunStatus.SUBMITTED, attempt(job=3, parent=EAST_PARENT), run_id="r-c"),
+        run(RunStatus.SUBMITTED, created(timedelta(hours=1), job=1), run_id="r-a"),
+        run(RunStatus.RUNNING, created(timedelta(hours=3), job=2), run_id="r-b"),
+        run(RunStatus.SUBMITTED, created(timedelta(0), job=3, parent=EAST_PARENT), run_id="r-c"),
         run(RunStatus.SUBMITTING, attempt(intent_age=timedelta(days=2)), run_id="r-d"),
         run(RunStatus.ACCEPTED, run_id="r-e"),
     ]
@@ -459,16 +466,33 @@ def test_listings_one_per_parent_from_the_oldest_watched_intent_to_the_newest() 
     assert plan_listings(runs) == [
         Listing(
             PARENT,
-            # 3 h + 10 min margin; 1 h - 5 min intent lease - 10 min margin
+            # 3 h + 10 min margin; 1 h - 10 min margin
             'labels.vd-run:* AND create_time>="2026-12-01T08:50:00Z" '
-            'AND create_time<="2026-12-01T11:15:00Z"',
+            'AND create_time<="2026-12-01T11:10:00Z"',
             frozenset({job_name(1), job_name(2)}),
         ),
         Listing(
             EAST_PARENT,
-            'labels.vd-run:* AND create_time>="2026-12-01T11:30:00Z" '
-            'AND create_time<="2026-12-01T11:55:00Z"',
+            'labels.vd-run:* AND create_time>="2026-12-01T11:50:00Z" '
+            'AND create_time<="2026-12-01T12:10:00Z"',
             frozenset({job_name(3)}),
+        ),
+    ]
+
+
+def test_a_job_without_its_create_time_opens_the_window_of_its_parent_upwards() -> None:
+    # Recorded from a hint's read, or before the ledger kept create times: the intent (our
+    # clock) bounds it below, and nothing above, so the job is listed whatever Vertex AI's clock.
+    runs = [
+        run(RunStatus.SUBMITTED, created(timedelta(hours=1), job=1), run_id="r-a"),
+        run(RunStatus.RUNNING, attempt(job=2, intent_age=timedelta(hours=3)), run_id="r-b"),
+    ]
+
+    assert plan_listings(runs) == [
+        Listing(
+            PARENT,
+            'labels.vd-run:* AND create_time>="2026-12-01T08:50:00Z"',
+            frozenset({job_name(1), job_name(2)}),
         ),
     ]
 
@@ -576,3 +600,33 @@ def test_the_tick_plans_the_duplicates_it_lists(
     assert plan.duplicates == expected
     # A duplicate's state is never a change of the attempt, however it differs.
     assert all(change.job_name == job_name(1) for change in plan.changes)
+
+
+def test_a_decided_end_is_not_watched_however_old() -> None:
+    # A run waiting days for its retry (a no-placement wait) keeps its last attempt's decided
+    # job: watching it would stretch the listing back days, over every job created since.
+    waiting = run(
+        RunStatus.WAITING_RETRY,
+        attempt(job=1, state="JOB_STATE_FAILED", intent_age=timedelta(days=6), decision=DECIDED),
+        run_id="r-waiting",
+    )
+    live = run(RunStatus.RUNNING, attempt(job=2, state="JOB_STATE_RUNNING"), run_id="r-live")
+
+    [listing] = plan_listings([waiting, live])
+
+    assert listing.watched == frozenset({job_name(2)})
+    assert 'create_time>="2026-12-01T11:30:00Z"' in listing.filter  # 20 min + 10 min margin
+    assert plan_listings([waiting]) == []
+    # Not listed, and not reported as missing from the listing either.
+    assert tick(waiting).unlisted == ()
+
+
+def test_a_decision_beside_a_live_state_is_still_watched_so_its_end_repairs_it() -> None:
+    damaged = run(
+        RunStatus.WAITING_RETRY,
+        attempt(job=1, state="JOB_STATE_RUNNING", decision=DECIDED),
+    )
+
+    [listing] = plan_listings([damaged])
+
+    assert listing.watched == frozenset({job_name(1)})

@@ -217,3 +217,50 @@ def test_an_alert_sent_again_carries_the_same_alert_id(world: World) -> None:
     assert copy.body()["alert_id"] == sent.body()["alert_id"]  # ... of the same alert
     assert copy.attributes["alert_id"] == sent.attributes["alert_id"] == sent.body()["alert_id"]
     assert sent.body()["alert_id"] == f"{started.run_id}/1/{reason}"
+
+
+def test_a_lookup_whose_duplicate_cannot_be_cancelled_yet_records_nothing_and_is_redone(
+    world: World,
+) -> None:
+    # The duplicates are settled before the kept job is recorded: had the attempt recorded its
+    # job first, a failed cancel would leave the duplicate running for good (redeliveries stop
+    # at "already has its job", and its hints are dropped unread).
+    world.vertex.call(
+        "POST",
+        "faults",
+        {"method": "CreateCustomJob", "count": 1, "code": "DEADLINE_EXCEEDED", "when": "after"},
+    )
+    request = Message(
+        json.dumps({"template": "flex-a100", "params": {"dataset_uri": "gs://acme/d/"}}).encode(),
+        {"kind": "train"},
+        f"req-dup-throttled-{time.time_ns()}",
+    )
+    with pytest.raises(TransientError):
+        dispatch_event(request.cloud_event(topic("requests")), world.services)
+    [created] = world.vertex.requests("CreateCustomJob")
+    run_id = created["request"]["customJob"]["labels"][jobspec.RUN_LABEL]
+    [first] = vertex.find_jobs_by_label(world.run(run_id).last_attempt.parent, "vd-run", run_id)
+    world.vertex.advance(1)
+    second = copy_of(first.name)
+    world.vertex.call(
+        "POST", "faults", {"method": "CancelCustomJob", "count": 1, "code": "RESOURCE_EXHAUSTED"}
+    )
+
+    with pytest.raises(TransientError):
+        dispatch_event(request.cloud_event(topic("requests")), world.services)
+    assert world.run(run_id).last_attempt.job_name is None  # nothing recorded: redone next
+    assert duplicate_alerts(world, run_id) == []
+
+    redelivered = dispatch_event(request.cloud_event(topic("requests")), world.services)
+
+    assert (redelivered.outcome, redelivered.job_name) == (DispatchOutcome.REATTACHED, first.name)
+    assert vertex.get_custom_job(second.name).state.name in (
+        "JOB_STATE_CANCELLING",
+        "JOB_STATE_CANCELLED",
+    )
+    assert len(duplicate_alerts(world, run_id)) == 1
+    run = world.run(run_id)
+    assert (run.last_attempt.job_name, run.last_attempt.duplicate_jobs) == (
+        first.name,
+        (second.name,),
+    )
