@@ -147,10 +147,12 @@ def test_the_job_state_path_handed_a_duplicate_cancels_it_and_never_records_its_
     assert tick.duplicate_jobs_cancelled == 0 and cancels(world) == [duplicate.name]
 
 
-def test_a_lookup_after_a_lost_create_that_finds_two_jobs_keeps_the_oldest_and_cancels_the_other(
+def two_jobs_after_a_lost_create(
     world: World,
-) -> None:
-    # The create goes through but its answer is lost: the intent stays without a job.
+) -> tuple[Message, str, aiplatform_v1.CustomJob, aiplatform_v1.CustomJob]:
+    """A request whose create went through but whose answer was lost (the intent stays without
+    a job), and a second job with the same attempt's labels, as a second create would leave:
+    (the request, its run id, the first job, the second)."""
     world.vertex.call(
         "POST",
         "faults",
@@ -168,7 +170,13 @@ def test_a_lookup_after_a_lost_create_that_finds_two_jobs_keeps_the_oldest_and_c
     assert world.run(run_id).last_attempt.job_name is None
     [first] = vertex.find_jobs_by_label(world.run(run_id).last_attempt.parent, "vd-run", run_id)
     world.vertex.advance(1)
-    second = copy_of(first.name)  # what a second create for the same attempt would leave
+    return request, run_id, first, copy_of(first.name)
+
+
+def test_a_lookup_after_a_lost_create_that_finds_two_jobs_keeps_the_oldest_and_cancels_the_other(
+    world: World,
+) -> None:
+    request, run_id, first, second = two_jobs_after_a_lost_create(world)
     world.vertex.forget_requests()
 
     redelivered = [
@@ -225,23 +233,7 @@ def test_a_lookup_whose_duplicate_cannot_be_cancelled_yet_records_nothing_and_is
     # The duplicates are settled before the kept job is recorded: had the attempt recorded its
     # job first, a failed cancel would leave the duplicate running for good (redeliveries stop
     # at "already has its job", and its hints are dropped unread).
-    world.vertex.call(
-        "POST",
-        "faults",
-        {"method": "CreateCustomJob", "count": 1, "code": "DEADLINE_EXCEEDED", "when": "after"},
-    )
-    request = Message(
-        json.dumps({"template": "flex-a100", "params": {"dataset_uri": "gs://acme/d/"}}).encode(),
-        {"kind": "train"},
-        f"req-dup-throttled-{time.time_ns()}",
-    )
-    with pytest.raises(TransientError):
-        dispatch_event(request.cloud_event(topic("requests")), world.services)
-    [created] = world.vertex.requests("CreateCustomJob")
-    run_id = created["request"]["customJob"]["labels"][jobspec.RUN_LABEL]
-    [first] = vertex.find_jobs_by_label(world.run(run_id).last_attempt.parent, "vd-run", run_id)
-    world.vertex.advance(1)
-    second = copy_of(first.name)
+    request, run_id, first, second = two_jobs_after_a_lost_create(world)
     world.vertex.call(
         "POST", "faults", {"method": "CancelCustomJob", "count": 1, "code": "RESOURCE_EXHAUSTED"}
     )
