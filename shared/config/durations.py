@@ -16,6 +16,9 @@ _WHOLE = re.compile(rf"(?:{_PART})+")
 _PARTS = re.compile(_PART)
 
 DURATION_HINT = 'write a number with a unit (s, m, h, d), e.g. "90s", "30m", "2h", "1d", "1h30m"'
+MAX_DURATION = timedelta(days=3650)
+"""The longest duration read: no wait, timeout or period here needs ten years, and beyond a
+billion days Python cannot hold one at all (arithmetic on it would crash the loader)."""
 
 
 def parse_duration(value: object) -> timedelta:
@@ -25,13 +28,22 @@ def parse_duration(value: object) -> timedelta:
     if isinstance(value, int | float):
         if value < 0:
             raise ValueError(f"a duration cannot be negative (got {value}); use 0 or more")
-        return timedelta(seconds=value)
+        return _at_most_max(float(value), value)
     if not isinstance(value, str):
         raise ValueError(f"expected a duration, got {type(value).__name__}; {DURATION_HINT}")
     text = value.strip().lower()
     if not _WHOLE.fullmatch(text):
         raise ValueError(f"{value!r} is not a duration; {DURATION_HINT}")
     seconds = sum(float(number) * SECONDS_PER_UNIT[unit] for number, unit in _PARTS.findall(text))
+    return _at_most_max(seconds, value)
+
+
+def _at_most_max(seconds: float, value: object) -> timedelta:
+    if not seconds <= MAX_DURATION.total_seconds():  # also refuses nan and inf
+        raise ValueError(
+            f"{value!r} is longer than {MAX_DURATION.days} days; no duration here needs that: "
+            f"{DURATION_HINT}"
+        )
     return timedelta(seconds=seconds)
 
 

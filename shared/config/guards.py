@@ -18,7 +18,6 @@ timeout), so a config that breaks a guard fails when it is loaded, not at the fi
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from datetime import timedelta
 from typing import Any
 
 from shared.config.durations import describe_duration
@@ -140,7 +139,7 @@ def _check_gpus(template: Template, guards: Guards, path: str, problems: Problem
             rule=GUARD_GPU_HOURS,
         )
         return
-    gpu_hours = most_gpus * template.timeout / timedelta(hours=1)
+    gpu_hours = most_gpus * template.timeout.total_seconds() / 3600
     if gpu_hours > guards.max_gpu_hours_per_job:
         problems.add(
             timeout_path,

@@ -23,6 +23,7 @@ from shared.config.durations import describe_duration, parse_duration, rest_dura
         (7200, timedelta(hours=2)),
         (0, timedelta(0)),  # FLEX_START: wait forever
         (0.5, timedelta(seconds=0.5)),
+        ("3650d", timedelta(days=3650)),  # the longest read
     ],
 )
 def test_durations_read(written: object, duration: timedelta) -> None:
@@ -38,6 +39,12 @@ def test_durations_read(written: object, duration: timedelta) -> None:
         (-5, "cannot be negative"),
         (True, "boolean"),
         ([1], "expected a duration"),
+        # Past what Python can hold (the property test found the loader crash on these).
+        (86400000000000.0, "longer than 3650 days"),
+        ("999999999999d", "longer than 3650 days"),
+        (float("inf"), "longer than 3650 days"),
+        (float("nan"), "longer than 3650 days"),
+        ("3651d", "longer than 3650 days"),
         ("", "not a duration"),
     ],
 )
