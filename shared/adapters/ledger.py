@@ -469,11 +469,6 @@ class Ledger:
 
         return self._query(FieldFilter(JOB_IDS_FIELD, "array_contains", job_id), 2)
 
-    def find_run_by_job_id(self, job_id: str) -> RunSnapshot | None:
-        """The run that records a job of numeric id ``job_id``, or None (the first of two)."""
-        found = self.find_runs_by_job_id(job_id)
-        return found[0] if found else None
-
     def next_runs(
         self, statuses: Collection[RunStatus], after: RunCursor | None, limit: int
     ) -> RunPage:
