@@ -115,6 +115,37 @@ class FlexStartPlacement:
     machine: MachineOverride | None = None
 
 
+@dataclass(frozen=True)
+class SpotPlacement:
+    """Run on Spot VMs (``scheduling.strategy = SPOT``): cheap, and the service may preempt them."""
+
+    region: str | None = None
+    machine: MachineOverride | None = None
+
+
+@dataclass(frozen=True)
+class OnDemandPlacement:
+    """Run on demand (``scheduling.strategy = STANDARD``): GPUs now, or a stockout."""
+
+    region: str | None = None
+    machine: MachineOverride | None = None
+
+
+@dataclass(frozen=True)
+class ReservationPlacement:
+    """Consume a Compute Engine reservation (``machineSpec.reservationAffinity``).
+
+    ``name`` (``projects/P/zones/Z/reservations/NAME``) asks for that reservation
+    (SPECIFIC_RESERVATION); None takes any matching reservation (ANY_RESERVATION).
+    """
+
+    name: str | None = None
+    region: str | None = None  # None: the reservation's zone's region, else the config's
+    machine: MachineOverride | None = None
+
+
+# Issue 13 adds SpotPlacement, OnDemandPlacement and ReservationPlacement to this union as the
+# rendering, records and rules learn them.
 Placement = PersistentResourcePlacement | FlexStartPlacement
 
 
@@ -178,6 +209,12 @@ class Template:
     # The config's no_placement_alert / no_placement_give_up for this template; None: the config's.
     no_placement_alert: timedelta | None = None
     no_placement_give_up: timedelta | None = None
+    # Customer-managed encryption: projects/P/locations/L/keyRings/R/cryptoKeys/K, set as the
+    # job's encryptionSpec.kmsKeyName; None: Google-managed keys.
+    encryption_key: str | None = None
+    # How long a placement that just failed for capacity is skipped by new attempts; None: the
+    # config's. timedelta(0) turns the cooldown off.
+    cooldown: timedelta | None = None
     # where the user wrote it, for messages; None for a template built in code (a raw job spec)
     origin: TemplateOrigin | None = field(default=None, compare=False, repr=False)
 
@@ -191,6 +228,9 @@ DEFAULT_MAX_QUEUE = timedelta(hours=24)
 max wait of its own (a persistent resource, or FLEX_START with max_wait 0)."""
 DEFAULT_NO_PLACEMENT_ALERT = timedelta(hours=6)
 DEFAULT_NO_PLACEMENT_GIVE_UP = timedelta(days=7)
+DEFAULT_COOLDOWN = timedelta(minutes=30)
+"""How long a placement (kind, region, machine) whose job just stocked out, ran out of its wait
+or was refused for capacity is skipped by new attempts, unless it is the last one left."""
 
 
 class WebhookFormat(enum.Enum):
@@ -229,6 +269,7 @@ class Config:
     # ends FAILED after no_placement_give_up; a template may set its own.
     no_placement_alert: timedelta = DEFAULT_NO_PLACEMENT_ALERT
     no_placement_give_up: timedelta = DEFAULT_NO_PLACEMENT_GIVE_UP
+    cooldown: timedelta = DEFAULT_COOLDOWN  # a template may set its own; 0 turns it off
     alert_webhook: AlertWebhook | None = None
     guards: Guards = Guards()
     routes: tuple[Route, ...] = ()
