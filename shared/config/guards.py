@@ -22,7 +22,7 @@ from typing import Any
 
 from shared.config.durations import describe_duration
 from shared.config.fields import read_int, read_mapping, read_number, read_text_list
-from shared.config.model import FlexStartPlacement, Guards, Placement, Template
+from shared.config.model import Guards, PersistentResourcePlacement, Placement, Template
 from shared.config.origins import user_path
 from shared.config.placements import REGION, REGION_RULE
 from shared.config.problems import Problems, child
@@ -152,7 +152,8 @@ def _check_gpus(template: Template, guards: Guards, path: str, problems: Problem
 
 def gpus_per_job(job_spec: Mapping[str, Any], placement: Placement) -> int:
     """GPUs one job asks for: accelerators x replicas over its pools, after a machine override."""
-    override = placement.machine if isinstance(placement, FlexStartPlacement) else None
+    # Every kind but a persistent resource may replace the pools' machine (``machine:``).
+    override = None if isinstance(placement, PersistentResourcePlacement) else placement.machine
     total = 0
     for pool in job_spec.get("workerPoolSpecs") or ():
         machine = pool.get("machineSpec") or {}

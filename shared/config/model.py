@@ -143,10 +143,25 @@ class ReservationPlacement:
     region: str | None = None  # None: the reservation's zone's region, else the config's
     machine: MachineOverride | None = None
 
+    def __post_init__(self) -> None:
+        # A job consumes a reservation only in the reservation's own region: fill it in from the
+        # zone (projects/P/zones/us-central1-a/... -> us-central1), so that every reader of
+        # ``placement.region`` (rendering, guards, records) sees where the job will be created.
+        # The loader has already refused a region that disagrees (shared.config.placements).
+        if self.region is None and self.name is not None:
+            _, _, rest = self.name.partition("/zones/")
+            zone = rest.split("/", 1)[0]
+            if zone.count("-") >= 2:
+                object.__setattr__(self, "region", zone.rsplit("-", 1)[0])
 
-# Issue 13 adds SpotPlacement, OnDemandPlacement and ReservationPlacement to this union as the
-# rendering, records and rules learn them.
-Placement = PersistentResourcePlacement | FlexStartPlacement
+
+Placement = (
+    PersistentResourcePlacement
+    | FlexStartPlacement
+    | SpotPlacement
+    | OnDemandPlacement
+    | ReservationPlacement
+)
 
 
 @dataclass(frozen=True)

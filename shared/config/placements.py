@@ -3,15 +3,21 @@
 Users write::
 
     placement:
+      - reservation: {name: projects/acme-ml/zones/us-central1-a/reservations/a100-res}
       - persistent_resource: a100-pool            # region defaults to the config's
+      - spot: {region: us-east4}
       - flex_start: {max_wait: 2h}
       - flex_start:
           max_wait: 6h
           region: us-east4
           machine: {machine_type: a3-highgpu-1g, accelerator: {type: NVIDIA_H100_80GB, count: 1}}
+      - on_demand:                                # "- spot:" or "- spot: {}": every default
 
 ``max_wait`` is required (docs/architecture.md, "The Vertex AI rules": the service default of one
-day is easy to forget); ``0`` waits for as long as it takes.
+day is easy to forget); ``0`` waits for as long as it takes. A reservation's ``name`` is the full
+Compute Engine name ``projects/P/zones/Z/reservations/NAME``; its region is the zone's, and a
+``region`` that says otherwise is an error (a job must be created where the reservation is).
+Without a ``name`` the job takes any matching reservation of the region (ANY_RESERVATION).
 """
 
 from __future__ import annotations
@@ -20,19 +26,32 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from shared.config.fields import describe, read_duration, read_list, read_mapping, read_text
+from shared.config.fields import (
+    describe,
+    read_duration,
+    read_list,
+    read_mapping,
+    read_text,
+    suggest,
+)
 from shared.config.model import (
     FlexStartPlacement,
     MachineOverride,
+    OnDemandPlacement,
     PersistentResourcePlacement,
     Placement,
+    ReservationPlacement,
+    SpotPlacement,
 )
 from shared.config.problems import Problems, child, item
 from shared.config.shorthand import MACHINE_TYPE, MACHINE_TYPE_RULE, read_accelerator
 
-PLACEMENT_KINDS = ("persistent_resource", "flex_start")
+PLACEMENT_KINDS = ("persistent_resource", "flex_start", "spot", "on_demand", "reservation")
 PERSISTENT_RESOURCE_KEYS = frozenset({"persistent_resource", "region"})
 FLEX_START_KEYS = frozenset({"max_wait", "region", "machine"})
+SPOT_KEYS = frozenset({"region", "machine"})
+ON_DEMAND_KEYS = frozenset({"region", "machine"})
+RESERVATION_KEYS = frozenset({"name", "region", "machine"})
 MACHINE_KEYS = frozenset({"machine_type", "accelerator"})
 
 REGION = re.compile(r"[a-z]+(-[a-z]+)+[0-9]+")
@@ -42,6 +61,33 @@ RESOURCE_ID_RULE = (
     "a persistent resource ID: lowercase letters, digits and -, starting with a letter, "
     "at most 63 characters (the last part of projects/P/locations/R/persistentResources/ID)"
 )
+# A Compute Engine reservation's full name, as Vertex AI's reservationAffinity.values takes it.
+# The project is an ID or a project number; the zone is a region and a letter (us-central1-a).
+RESERVATION_NAME = re.compile(
+    r"projects/(?P<project>[a-z][a-z0-9-]{4,28}[a-z0-9]|[0-9]{1,19})"
+    r"/zones/(?P<zone>(?P<region>[a-z]+(-[a-z]+)+[0-9]+)-[a-z])"
+    r"/reservations/(?P<reservation>[a-z]([-a-z0-9]{0,61}[a-z0-9])?)"
+)
+RESERVATION_NAME_RULE = (
+    "the reservation's full Compute Engine name, projects/PROJECT/zones/ZONE/reservations/NAME "
+    "(e.g. projects/acme-ml/zones/us-central1-a/reservations/a100-res; `gcloud compute "
+    "reservations describe NAME --zone ZONE` shows it as selfLink), or leave name out to take "
+    "any matching reservation of the region"
+)
+
+
+_KEYS: Mapping[type, str] = {
+    PersistentResourcePlacement: "persistent_resource",
+    FlexStartPlacement: "flex_start",
+    SpotPlacement: "spot",
+    OnDemandPlacement: "on_demand",
+    ReservationPlacement: "reservation",
+}
+
+
+def placement_key(placement: Placement) -> str:
+    """The key a placement's kind is written under (one of ``PLACEMENT_KINDS``)."""
+    return _KEYS[type(placement)]
 
 
 def read_placements(value: object, path: str, problems: Problems) -> tuple[Placement, ...] | None:
@@ -63,25 +109,52 @@ def read_placements(value: object, path: str, problems: Problems) -> tuple[Place
 
 
 def read_placement(value: object, path: str, problems: Problems) -> Placement | None:
-    """One entry of the chain: a ``persistent_resource`` or a ``flex_start``."""
+    """One entry of the chain: one of ``PLACEMENT_KINDS``."""
     if not isinstance(value, Mapping):
         problems.add(
-            path, f"expected persistent_resource: ID or flex_start: {{...}}, got {describe(value)}"
+            path,
+            f"expected one of {_KINDS_TEXT} (e.g. flex_start: {{max_wait: 2h}}), "
+            f"got {describe(value)}",
         )
         return None
     kinds = [kind for kind in PLACEMENT_KINDS if kind in value]
     if len(kinds) != 1:
+        guess = "" if kinds else _misspelt_kind(value)
         problems.add(
             path,
-            "each placement names exactly one of persistent_resource or flex_start; "
-            "split it into separate entries of the list",
+            f"each placement names exactly one of {_KINDS_TEXT}{guess}; split it into separate "
+            "entries of the list",
         )
         return None
-    if kinds[0] == "persistent_resource":
+    kind = kinds[0]
+    if kind == "persistent_resource":
         return _persistent_resource(value, path, problems)
-    return _flex_start(
-        value["flex_start"], child(path, "flex_start"), problems, outer=value, outer_path=path
-    )
+    _nothing_beside(kind, value, path, problems)
+    inner, inner_path = value[kind], child(path, kind)
+    if kind == "flex_start":
+        return _flex_start(inner, inner_path, problems)
+    if kind == "reservation":
+        return _reservation(inner, inner_path, problems)
+    return _spot_or_on_demand(kind, inner, inner_path, problems)
+
+
+_KINDS_TEXT = ", ".join(PLACEMENT_KINDS[:-1]) + f" or {PLACEMENT_KINDS[-1]}"
+
+
+def _misspelt_kind(value: Mapping[str, Any]) -> str:
+    """ "; did you mean 'x'?" for the first key that looks like a misspelt kind."""
+    for key in value:
+        guess = suggest(str(key), PLACEMENT_KINDS)
+        if guess:
+            return guess
+    return ""
+
+
+def _nothing_beside(kind: str, outer: Mapping[str, Any], path: str, problems: Problems) -> None:
+    """A kind written as ``kind: {...}`` keeps its keys inside: ``region`` beside it is a slip."""
+    for key in outer:
+        if key != kind:
+            problems.add(child(path, key), f"put {key} inside {kind}: {{...}}")
 
 
 def _persistent_resource(
@@ -104,17 +177,7 @@ def _persistent_resource(
     return PersistentResourcePlacement(resource_id=resource_id, region=region)
 
 
-def _flex_start(
-    value: object,
-    path: str,
-    problems: Problems,
-    *,
-    outer: Mapping[str, Any],
-    outer_path: str,
-) -> FlexStartPlacement | None:
-    for key in outer:
-        if key != "flex_start":
-            problems.add(child(outer_path, key), f"put {key} inside flex_start: {{...}}")
+def _flex_start(value: object, path: str, problems: Problems) -> FlexStartPlacement | None:
     if value is None:
         problems.add(path, 'needs max_wait, e.g. flex_start: {max_wait: 2h} ("0" waits forever)')
         return None
@@ -122,15 +185,80 @@ def _flex_start(
     if flex is None:
         return None
     max_wait = read_duration(flex.get("max_wait"), child(path, "max_wait"), problems, required=True)
-    region = read_text(
-        flex.get("region"), child(path, "region"), problems, pattern=REGION, rule=REGION_RULE
-    )
-    machine = None
-    if flex.get("machine") is not None:
-        machine = _machine_override(flex["machine"], child(path, "machine"), problems)
+    region = _region(flex, path, problems)
+    machine = _machine(flex, path, problems)
     if max_wait is None:
         return None
     return FlexStartPlacement(max_wait=max_wait, region=region, machine=machine)
+
+
+def _spot_or_on_demand(
+    kind: str, value: object, path: str, problems: Problems
+) -> SpotPlacement | OnDemandPlacement | None:
+    """``spot`` or ``on_demand``: ``{region?, machine?}``; nothing written means every default."""
+    allowed = SPOT_KEYS if kind == "spot" else ON_DEMAND_KEYS
+    fields = read_mapping({} if value is None else value, path, problems, allowed=allowed)
+    if fields is None:
+        return None
+    region = _region(fields, path, problems)
+    machine = _machine(fields, path, problems)
+    if problems.reported(path):
+        return None
+    if kind == "spot":
+        return SpotPlacement(region=region, machine=machine)
+    return OnDemandPlacement(region=region, machine=machine)
+
+
+def _reservation(value: object, path: str, problems: Problems) -> ReservationPlacement | None:
+    """``reservation: {name?, region?, machine?}``; the region defaults to the name's zone's."""
+    fields = read_mapping({} if value is None else value, path, problems, allowed=RESERVATION_KEYS)
+    if fields is None:
+        return None
+    name_path = child(path, "name")
+    name = read_text(
+        fields.get("name"),
+        name_path,
+        problems,
+        pattern=RESERVATION_NAME,
+        rule=RESERVATION_NAME_RULE,
+    )
+    region = _region(fields, path, problems)
+    machine = _machine(fields, path, problems)
+    zone_region = reservation_region(name) if name is not None else None
+    if zone_region is not None and region is not None and region != zone_region:
+        problems.add(
+            child(path, "region"),
+            f"is {region}, but reservation {name} is in zone {reservation_zone(name or '')} of "
+            f"region {zone_region}: a job consumes a reservation only in its own region; set "
+            f"region to {zone_region} or leave it out",
+        )
+    if problems.reported(path):
+        return None
+    return ReservationPlacement(name=name, region=region or zone_region, machine=machine)
+
+
+def reservation_zone(name: str) -> str | None:
+    """The zone of a reservation's full name (``us-central1-a``); None when it is not one."""
+    matched = RESERVATION_NAME.fullmatch(name)
+    return matched.group("zone") if matched else None
+
+
+def reservation_region(name: str) -> str | None:
+    """The region of a reservation's zone (``us-central1-a`` -> ``us-central1``)."""
+    matched = RESERVATION_NAME.fullmatch(name)
+    return matched.group("region") if matched else None
+
+
+def _region(fields: Mapping[str, Any], path: str, problems: Problems) -> str | None:
+    return read_text(
+        fields.get("region"), child(path, "region"), problems, pattern=REGION, rule=REGION_RULE
+    )
+
+
+def _machine(fields: Mapping[str, Any], path: str, problems: Problems) -> MachineOverride | None:
+    if fields.get("machine") is None:
+        return None
+    return _machine_override(fields["machine"], child(path, "machine"), problems)
 
 
 def _machine_override(value: object, path: str, problems: Problems) -> MachineOverride | None:

@@ -249,7 +249,7 @@ POOL = f"{T}.worker_pools[0]"
             f"{T}.placement[1].persistent_resource",
             "a100-pool",
             f"{T}.placement[1]",
-            "exactly one of persistent_resource or flex_start",
+            "exactly one of persistent_resource, flex_start, spot, on_demand or reservation",
         ),
         (f"{T}.placement[1].max_wait", "2h", f"{T}.placement[1].max_wait", "inside flex_start"),
         # retry policy

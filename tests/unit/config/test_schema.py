@@ -11,7 +11,15 @@ import pytest
 from shared.config.guards import GUARD_KEYS
 from shared.config.loader import TOP_LEVEL_KEYS
 from shared.config.model import FailureClass, RetryPolicy
-from shared.config.placements import FLEX_START_KEYS, MACHINE_KEYS, PERSISTENT_RESOURCE_KEYS
+from shared.config.placements import (
+    FLEX_START_KEYS,
+    MACHINE_KEYS,
+    ON_DEMAND_KEYS,
+    PERSISTENT_RESOURCE_KEYS,
+    PLACEMENT_KINDS,
+    RESERVATION_KEYS,
+    SPOT_KEYS,
+)
 from shared.config.retry import BACKOFF_KEYS, RETRY_KEYS, RETRYABLE_NAMES
 from shared.config.routes import GCS_KEYS, PUBSUB_KEYS, ROUTE_KEYS
 from shared.config.shorthand import (
@@ -28,6 +36,7 @@ SCHEMA = json.loads((Path(__file__).resolve().parents[3] / "shared/config/schema
 DEFS = SCHEMA["$defs"]
 PLACEMENTS = DEFS["placement"]["oneOf"]
 FLEX = PLACEMENTS[1]["properties"]["flex_start"]
+KIND = {next(iter(entry["required"])): entry for entry in PLACEMENTS}
 
 
 @pytest.mark.parametrize(
@@ -45,7 +54,10 @@ FLEX = PLACEMENTS[1]["properties"]["flex_start"]
         (DEFS["worker_pool"]["properties"]["python_package"], PYTHON_PACKAGE_KEYS),
         (PLACEMENTS[0], PERSISTENT_RESOURCE_KEYS),
         (FLEX, FLEX_START_KEYS),
-        (FLEX["properties"]["machine"], MACHINE_KEYS),
+        (DEFS["machine_override"], MACHINE_KEYS),
+        (KIND["spot"]["properties"]["spot"], SPOT_KEYS),
+        (KIND["on_demand"]["properties"]["on_demand"], ON_DEMAND_KEYS),
+        (KIND["reservation"]["properties"]["reservation"], RESERVATION_KEYS),
         (DEFS["retry"], RETRY_KEYS),
         (DEFS["retry"]["properties"]["backoff"], BACKOFF_KEYS),
         (DEFS["alert_webhook"], WEBHOOK_KEYS),
@@ -71,3 +83,10 @@ def test_schema_keys_match_the_loader(schema_object: dict, loader_keys: Collecti
 def test_schema_enums_match_the_loader(schema_enum: list, loader_values: Collection[str]) -> None:
     assert sorted(schema_enum) == sorted(loader_values)
     assert set(RETRYABLE_NAMES) < {kind.value for kind in FailureClass}
+
+
+def test_schema_has_one_entry_per_placement_kind() -> None:
+    assert list(KIND) == list(PLACEMENT_KINDS)
+    for kind in ("flex_start", "spot", "on_demand", "reservation"):
+        inner = KIND[kind]["properties"][kind]["properties"]
+        assert "machine" in inner and inner["machine"] == {"$ref": "#/$defs/machine_override"}
