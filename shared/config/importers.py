@@ -2,11 +2,15 @@
 
 - The gcloud file is a ``CustomJobSpec`` in camelCase. Its ``workerPoolSpecs`` may be a single
   mapping (as in the Dynamic Workload Scheduler page's example) or a list; both are accepted.
-- The REST body is a ``CustomJob``: ``displayName``, ``jobSpec`` and optionally ``labels``.
+- The REST body is a ``CustomJob``: ``displayName``, ``jobSpec`` and optionally ``labels`` and
+  ``encryptionSpec.kmsKeyName`` (customer-managed encryption, see ``shared.config.encryption``).
+  A gcloud file is a ``CustomJobSpec``, which has no ``encryptionSpec`` (gcloud takes the key as
+  ``--kms-key``): the template's ``encryption_key`` sets it, beside ``gcloud_config``.
 
 Placement is the template's business, not the job spec's: ``scheduling.strategy``,
 ``scheduling.maxWaitDuration`` and ``persistentResourceId`` are taken out of the spec and offered
-as the template's placement when it declares none; ``scheduling.timeout`` becomes its timeout.
+as the template's placement when it declares none (FLEX_START with its wait, SPOT, STANDARD, or
+the persistent resource); ``scheduling.timeout`` becomes its timeout.
 Only the shape is checked here (no ``aiplatform_v1`` import); ``vertex-dispatch validate`` parses
 the spec into the proto.
 """
@@ -19,8 +23,15 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from shared.config.encryption import read_encryption_key
 from shared.config.fields import describe, read_duration, read_mapping, read_text
-from shared.config.model import FlexStartPlacement, PersistentResourcePlacement, Placement
+from shared.config.model import (
+    FlexStartPlacement,
+    OnDemandPlacement,
+    PersistentResourcePlacement,
+    Placement,
+    SpotPlacement,
+)
 from shared.config.origins import file_fields
 from shared.config.problems import Problems, child, item
 
@@ -37,9 +48,16 @@ WORKER_POOL_SPEC_KEYS = frozenset(
 SCHEDULING_KEYS = frozenset(
     {"timeout", "strategy", "maxWaitDuration", "restartJobOnWorkerRestart", "disableRetries"}
 )
-REST_BODY_KEYS = frozenset({"displayName", "jobSpec", "labels"})
+REST_BODY_KEYS = frozenset({"displayName", "jobSpec", "labels", "encryptionSpec"})
+ENCRYPTION_SPEC_KEYS = frozenset({"kmsKeyName"})
 FLEX_START = "FLEX_START"
-NO_STRATEGY = ("STRATEGY_UNSPECIFIED", FLEX_START)  # any other strategy has no placement of ours
+NO_STRATEGY = ("STRATEGY_UNSPECIFIED", FLEX_START)
+# The strategies a file may set that are a placement of their own, with every default (the
+# deprecated ON_DEMAND and LOW_COST are not: the file should say STANDARD or SPOT).
+FILE_STRATEGIES: Mapping[str, Placement] = {
+    "SPOT": SpotPlacement(),
+    "STANDARD": OnDemandPlacement(),
+}
 
 
 @dataclass(frozen=True)
@@ -55,6 +73,7 @@ class ImportedJob:
     strategy: str | None = None
     max_wait: timedelta | None = None
     persistent_resource_id: str | None = None
+    encryption_key: str | None = None  # a REST body's encryptionSpec.kmsKeyName
     # the CustomJob paths the file sets itself (origins.file_fields), to name them in the file
     fields: frozenset[str] = frozenset()
 
@@ -75,6 +94,7 @@ def import_rest_body(document: object, path: str, problems: Problems) -> Importe
     if not isinstance(labels, Mapping):
         problems.add(child(path, "labels"), f"expected a mapping, got {describe(labels)}")
         labels = {}
+    encryption_key = _encryption_key(body.get("encryptionSpec"), path, problems)
     if imported is None:
         return None
     return ImportedJob(
@@ -87,9 +107,24 @@ def import_rest_body(document: object, path: str, problems: Problems) -> Importe
         strategy=imported.strategy,
         max_wait=imported.max_wait,
         persistent_resource_id=imported.persistent_resource_id,
+        encryption_key=encryption_key,
         fields=imported.fields
-        | {key for key in ("displayName", "labels") if body.get(key) is not None},
+        | {key for key in ("displayName", "labels") if body.get(key) is not None}
+        | ({"encryptionSpec", "encryptionSpec.kmsKeyName"} if encryption_key else set()),
     )
+
+
+def _encryption_key(value: object, path: str, problems: Problems) -> str | None:
+    """A REST body's ``encryptionSpec.kmsKeyName``, checked like the template's encryption_key."""
+    if value is None:
+        return None
+    spec_path = child(path, "encryptionSpec")
+    spec = read_mapping(
+        value, spec_path, problems, allowed=ENCRYPTION_SPEC_KEYS, required=["kmsKeyName"]
+    )
+    if spec is None:
+        return None
+    return read_encryption_key(spec.get("kmsKeyName"), child(spec_path, "kmsKeyName"), problems)
 
 
 def file_placements(
@@ -99,19 +134,22 @@ def file_placements(
     fix = (
         "declare the chain in the template instead, e.g. placement: [{flex_start: {max_wait: 2h}}]"
     )
-    if imported.strategy not in (None, *NO_STRATEGY):
+    if imported.strategy not in (None, *NO_STRATEGY, *FILE_STRATEGIES):
         problems.add(
             path,
             f"scheduling.strategy {imported.strategy} has no placement in "
-            f"vertex-dispatch (only FLEX_START and persistent resources); {fix}",
+            f"vertex-dispatch (only FLEX_START, SPOT, STANDARD and persistent resources); {fix}",
         )
         return None
-    flex = imported.strategy == FLEX_START
-    if flex and imported.persistent_resource_id:
-        problems.add(path, f"the file sets both FLEX_START and persistentResourceId; {fix}")
+    strategy = imported.strategy or "STRATEGY_UNSPECIFIED"
+    if strategy != "STRATEGY_UNSPECIFIED" and imported.persistent_resource_id:
+        problems.add(path, f"the file sets both {strategy} and persistentResourceId; {fix}")
         return None
     if imported.persistent_resource_id:
         return (PersistentResourcePlacement(resource_id=imported.persistent_resource_id),)
+    if strategy in FILE_STRATEGIES:
+        return (FILE_STRATEGIES[strategy],)
+    flex = strategy == FLEX_START
     if flex and imported.max_wait is None:
         problems.add(
             path,
@@ -122,12 +160,22 @@ def file_placements(
     if flex and imported.max_wait is not None:
         return (FlexStartPlacement(max_wait=imported.max_wait),)
     problems.add(
-        path, f"the file names no placement (no FLEX_START, no persistentResourceId); {fix}"
+        path,
+        "the file names no placement (no FLEX_START, SPOT or STANDARD strategy, no "
+        f"persistentResourceId); {fix}",
     )
     return None
 
 
 def _import_job_spec(document: object, path: str, problems: Problems) -> ImportedJob | None:
+    if isinstance(document, Mapping) and "encryptionSpec" in document:
+        # read_mapping below reports it as unknown; say where it belongs instead of listing keys
+        problems.add(
+            child(path, "encryptionSpec"),
+            "belongs to the CustomJob, not to its job spec (gcloud takes it as --kms-key): "
+            "remove it here and set the template's encryption_key to its kmsKeyName",
+        )
+        document = {key: value for key, value in document.items() if key != "encryptionSpec"}
     spec = read_mapping(
         document, path, problems, allowed=CUSTOM_JOB_SPEC_KEYS, required=["workerPoolSpecs"]
     )

@@ -22,10 +22,12 @@ from typing import Final
 from shared.config.model import (
     FlexStartPlacement,
     PersistentResourcePlacement,
+    ReservationPlacement,
     Template,
     TemplateForm,
     TemplateOrigin,
 )
+from shared.config.placements import placement_key
 from shared.config.problems import child, item
 
 # The template's own keys that set a job field (for every form), by the CustomJob path they set.
@@ -38,6 +40,8 @@ TEMPLATE_FIELDS: Final[Mapping[str, str]] = {
     "jobSpec.baseOutputDirectory": "base_output_dir",
     "jobSpec.experiment": "experiment",
     "jobSpec.experimentRun": "experiment_run",
+    "encryptionSpec": "encryption_key",
+    "encryptionSpec.kmsKeyName": "encryption_key",
 }
 
 # A friendly worker pool's keys, by the WorkerPoolSpec path they become ("" is the pool itself).
@@ -63,7 +67,8 @@ POOL_FIELDS: Final[Mapping[str, str]] = {
     "pythonPackageSpec.env": "python_package.env",
 }
 
-# A flex_start placement's machine override, by the WorkerPoolSpec path it replaces.
+# A placement's machine override (every kind but persistent_resource), by the WorkerPoolSpec
+# path it replaces.
 OVERRIDE_FIELDS: Final[Mapping[str, str]] = {
     "machineSpec": "",
     "machineSpec.machineType": "machine_type",
@@ -184,20 +189,24 @@ def _placement_path(
     placement = template.placements[index]
     declared = "placement" in origin.written
     entry = item(child(origin.path, "placement"), index)
+    kind = placement_key(placement)
     matched = _POOL.fullmatch(field)
-    if isinstance(placement, FlexStartPlacement) and placement.machine and matched:
-        inside = matched.group(2) or ""
+    inside = (matched.group(2) or "") if matched else ""
+    affinity, _ = _longest_prefix(inside, ("machineSpec.reservationAffinity",))
+    if isinstance(placement, ReservationPlacement) and matched and declared and affinity:
+        return child(entry, "reservation.name" if placement.name else "reservation")
+    has_override = not isinstance(placement, PersistentResourcePlacement) and placement.machine
+    if has_override and matched:
         key, _ = _longest_prefix(inside, OVERRIDE_FIELDS)
         if key is not None:
-            return _table_path(child(entry, "flex_start.machine"), inside, OVERRIDE_FIELDS)
+            return _table_path(child(entry, f"{kind}.machine"), inside, OVERRIDE_FIELDS)
     if field not in PLACEMENT_FIELDS:
         return None
     if not declared:  # the file's scheduling or persistentResourceId is the chain
         return child(origin.path, "placement") if field == "region" else _in_spec(origin, field)
-    flex = isinstance(placement, FlexStartPlacement)
     if field == "region":
-        return child(entry, "flex_start.region" if flex else "region")
-    if field == "jobSpec.scheduling.maxWaitDuration" and flex:
+        return child(entry, "region" if kind == "persistent_resource" else f"{kind}.region")
+    if field == "jobSpec.scheduling.maxWaitDuration" and isinstance(placement, FlexStartPlacement):
         return child(entry, "flex_start.max_wait")
     if field == "jobSpec.persistentResourceId" and isinstance(
         placement, PersistentResourcePlacement

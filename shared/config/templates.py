@@ -2,7 +2,8 @@
 
 A template is written in the friendly form (``worker_pools``, see ``shorthand``) or points at a file
 users already have (``gcloud_config`` or ``rest_body``, see ``importers``); the top-level keys
-(``service_account``, ``timeout``, ``labels``, ...) apply to both and override the file's values.
+(``service_account``, ``timeout``, ``labels``, ``encryption_key``, ...) apply to both and override
+the file's values.
 The result is a ``model.Template`` whose ``job_spec`` is ``CustomJobSpec`` REST JSON.
 """
 
@@ -13,6 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from shared.config.encryption import read_encryption_key
 from shared.config.fields import read_duration, read_mapping, read_text, read_text_list
 from shared.config.importers import (
     ImportedJob,
@@ -46,6 +48,7 @@ TEMPLATE_KEYS = frozenset(
     | {"display_name", "params", "labels", "timeout", "service_account", "network"}
     | {"base_output_dir", "experiment", "experiment_run", "placement", "retry"}
     | {"max_queue", "no_placement_alert", "no_placement_give_up"}
+    | {"encryption_key"}
 )
 IMPORTERS: Mapping[str, Callable[[object, str, Problems], ImportedJob | None]] = {
     "gcloud_config": import_gcloud_config,
@@ -114,6 +117,10 @@ def read_template(
         key: read_watchdog_limit(spec.get(key), child(path, key), problems)
         for key in ("max_queue", "no_placement_alert", "no_placement_give_up")
     }
+    encryption_key = (
+        read_encryption_key(spec.get("encryption_key"), child(path, "encryption_key"), problems)
+        or imported.encryption_key
+    )
     if placements is None:
         return None
     form = next(TemplateForm(key) for key in SPEC_SOURCES if spec.get(key) is not None)
@@ -137,6 +144,7 @@ def read_template(
         max_queue=limits["max_queue"],
         no_placement_alert=limits["no_placement_alert"],
         no_placement_give_up=limits["no_placement_give_up"],
+        encryption_key=encryption_key,
         origin=origin,
     )
 

@@ -10,7 +10,13 @@ import pytest
 import yaml
 from config_builders import SERVICE_ACCOUNT, base_config, parse
 
-from shared.config.model import FlexStartPlacement, PersistentResourcePlacement
+from shared.config.model import (
+    FlexStartPlacement,
+    OnDemandPlacement,
+    PersistentResourcePlacement,
+    Placement,
+    SpotPlacement,
+)
 from shared.config.problems import InvalidConfig
 
 IMAGE = "us-docker.pkg.dev/acme-ml/train/resnet:1.4"
@@ -71,10 +77,22 @@ def config_with_file(tmp_path: Path, key: str, document: dict[str, Any], **templ
             {"scheduling": {"restartJobOnWorkerRestart": True}},
             id="keeps-other-scheduling",
         ),
+        pytest.param(
+            {"workerPoolSpecs": [POOL], "scheduling": {"strategy": "SPOT"}},
+            SpotPlacement(),
+            {},
+            id="spot",
+        ),
+        pytest.param(
+            {"workerPoolSpecs": [POOL], "scheduling": {"strategy": "STANDARD"}},
+            OnDemandPlacement(),
+            {},
+            id="standard",
+        ),
     ],
 )
 def test_a_gcloud_config_gives_the_spec_and_its_placement(
-    tmp_path: Path, document: dict, placement: FlexStartPlacement, rest: dict
+    tmp_path: Path, document: dict, placement: Placement, rest: dict
 ) -> None:
     config = parse(config_with_file(tmp_path, "gcloud_config", document), base_dir=tmp_path)
     template = config.templates["resnet"]
@@ -129,9 +147,23 @@ def test_a_rest_body_gives_display_name_labels_and_timeout(tmp_path: Path) -> No
             "without scheduling.maxWaitDuration",
         ),
         (
-            {"workerPoolSpecs": [POOL], "scheduling": {"strategy": "SPOT"}},
+            {"workerPoolSpecs": [POOL], "scheduling": {"strategy": "LOW_COST"}},
             "templates.resnet.placement",
-            "SPOT has no placement",
+            "LOW_COST has no placement",
+        ),
+        (
+            {
+                "workerPoolSpecs": [POOL],
+                "persistentResourceId": "p",
+                "scheduling": {"strategy": "SPOT"},
+            },
+            "templates.resnet.placement",
+            "both SPOT and persistentResourceId",
+        ),
+        (
+            {"workerPoolSpecs": [POOL], "encryptionSpec": {"kmsKeyName": "k"}},
+            f"{FILE}.encryptionSpec",
+            "set the template's encryption_key",
         ),
         (
             {

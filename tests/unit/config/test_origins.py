@@ -141,7 +141,7 @@ CASES = [
     ),
     ("pools", "jobSpec.workerPoolSpecs", None, f"{T}.worker_pools"),
     ("pools", "jobSpec", None, T),
-    ("pools", "encryptionSpec.kmsKeyName", None, T),  # no key sets it: the template
+    ("pools", "encryptionSpec.kmsKeyName", None, f"{T}.encryption_key"),
     # the template's own keys, written or not
     ("pools", "jobSpec.scheduling.timeout", 2, f"{T}.timeout"),
     ("pools", "jobSpec.serviceAccount", None, f"{T}.service_account"),
