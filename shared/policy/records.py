@@ -11,10 +11,18 @@ from collections.abc import Mapping
 from typing import Any
 
 from shared.config.durations import rest_duration
-from shared.config.model import FlexStartPlacement, Placement
+from shared.config.model import (
+    FlexStartPlacement,
+    MachineOverride,
+    OnDemandPlacement,
+    PersistentResourcePlacement,
+    Placement,
+    ReservationPlacement,
+    SpotPlacement,
+)
 from shared.model.triggers import JobRequest, ObjectFinalized, RetryRequest, ScheduleTick, Trigger
 
-PLACEMENT_KINDS = ("flex_start", "persistent_resource")
+PLACEMENT_KINDS = ("flex_start", "persistent_resource", "spot", "on_demand", "reservation")
 """The keys of a placement record (``placement_record``): one per kind of placement."""
 
 CONSOLE_URL = (
@@ -54,31 +62,59 @@ def describe_trigger(trigger: Trigger) -> str:
 
 
 def placement_record(placement: Placement) -> dict[str, Any]:
-    """A placement as a plain map, as the ledger and alerts show it."""
-    if isinstance(placement, FlexStartPlacement):
-        flex: dict[str, Any] = {"max_wait": rest_duration(placement.max_wait)}
+    """A placement as a plain map, as the ledger and alerts show it.
+
+    One key per kind (``PLACEMENT_KINDS``), holding what the config set; a spot, on-demand or
+    reservation placement with nothing set is an empty map (``{"spot": {}}``). A reservation's
+    region is always set (the zone's, see ``ReservationPlacement``), so it is recorded.
+    """
+    if isinstance(placement, PersistentResourcePlacement):
+        record: dict[str, Any] = {"persistent_resource": placement.resource_id}
         if placement.region:
-            flex["region"] = placement.region
-        if placement.machine:
-            flex["machine"] = dataclasses.asdict(placement.machine)
-        return {"flex_start": flex}
-    record: dict[str, Any] = {"persistent_resource": placement.resource_id}
+            record["region"] = placement.region
+        return record
+    fields: dict[str, Any] = {}
+    if isinstance(placement, FlexStartPlacement):
+        fields["max_wait"] = rest_duration(placement.max_wait)
+    if isinstance(placement, ReservationPlacement) and placement.name:
+        fields["name"] = placement.name
     if placement.region:
-        record["region"] = placement.region
-    return record
+        fields["region"] = placement.region
+    if placement.machine:
+        fields["machine"] = dataclasses.asdict(placement.machine)
+    return {_KIND_KEYS[type(placement)]: fields}
+
+
+_KIND_KEYS: dict[type, str] = {
+    FlexStartPlacement: "flex_start",
+    SpotPlacement: "spot",
+    OnDemandPlacement: "on_demand",
+    ReservationPlacement: "reservation",
+}
 
 
 def placement_kind(record: Mapping[str, Any]) -> str:
-    """Which kind of placement a ``placement_record`` is: its key (``flex_start`` or
-    ``persistent_resource``), the token logs and metrics group by; ``unknown`` for neither."""
+    """Which kind of placement a ``placement_record`` is: its key (one of ``PLACEMENT_KINDS``),
+    the token logs and metrics group by; ``unknown`` for none of them."""
     return next((kind for kind in PLACEMENT_KINDS if kind in record), "unknown")
 
 
 def describe_placement(placement: Placement) -> str:
     """One line naming a placement, for logs and messages."""
-    if isinstance(placement, FlexStartPlacement):
-        where = f" in {placement.region}" if placement.region else ""
-        machine = f" on {placement.machine.machine_type}" if placement.machine else ""
-        return f"FLEX_START (max wait {rest_duration(placement.max_wait)}){where}{machine}"
     where = f" in {placement.region}" if placement.region else ""
-    return f"persistent resource {placement.resource_id}{where}"
+    if isinstance(placement, PersistentResourcePlacement):
+        return f"persistent resource {placement.resource_id}{where}"
+    machine = _machine_text(placement.machine)
+    if isinstance(placement, FlexStartPlacement):
+        return f"FLEX_START (max wait {rest_duration(placement.max_wait)}){where}{machine}"
+    if isinstance(placement, SpotPlacement):
+        return f"Spot VMs{where}{machine}"
+    if isinstance(placement, OnDemandPlacement):
+        return f"on demand (STANDARD){where}{machine}"
+    if placement.name:
+        return f"reservation {placement.name}{where}{machine}"
+    return f"any matching reservation{where}{machine}"
+
+
+def _machine_text(machine: MachineOverride | None) -> str:
+    return f" on {machine.machine_type}" if machine else ""

@@ -10,13 +10,18 @@ import pytest
 from shared.config.model import (
     FlexStartPlacement,
     MachineOverride,
+    OnDemandPlacement,
     PersistentResourcePlacement,
     Placement,
+    ReservationPlacement,
+    SpotPlacement,
 )
 from shared.model.triggers import JobRequest, ObjectFinalized, RetryRequest, ScheduleTick, Trigger
 from shared.policy.records import (
+    PLACEMENT_KINDS,
     describe_placement,
     describe_trigger,
+    placement_kind,
     placement_record,
     trigger_record,
 )
@@ -152,6 +157,12 @@ def test_a_non_trigger_is_refused(describe: Callable[[Trigger], object]) -> None
 H100 = MachineOverride(
     machine_type="a3-highgpu-1g", accelerator_type="NVIDIA_H100_80GB", accelerator_count=1
 )
+H100_RECORD = {
+    "machine_type": "a3-highgpu-1g",
+    "accelerator_type": "NVIDIA_H100_80GB",
+    "accelerator_count": 1,
+}
+RESERVATION = "projects/acme-ml/zones/us-east4-b/reservations/h100-res"
 
 PLACEMENTS = [
     pytest.param(
@@ -200,6 +211,32 @@ PLACEMENTS = [
         "FLEX_START (max wait 1.5s)",
         id="flex-start-fractional-seconds",
     ),
+    pytest.param(SpotPlacement(), {"spot": {}}, "Spot VMs", id="spot-defaults"),
+    pytest.param(
+        SpotPlacement(region="us-east4", machine=H100),
+        {"spot": {"region": "us-east4", "machine": H100_RECORD}},
+        "Spot VMs in us-east4 on a3-highgpu-1g",
+        id="spot-in-a-region-on-another-gpu",
+    ),
+    pytest.param(OnDemandPlacement(), {"on_demand": {}}, "on demand (STANDARD)", id="on-demand"),
+    pytest.param(
+        OnDemandPlacement(region="europe-west4"),
+        {"on_demand": {"region": "europe-west4"}},
+        "on demand (STANDARD) in europe-west4",
+        id="on-demand-in-a-region",
+    ),
+    pytest.param(
+        ReservationPlacement(),
+        {"reservation": {}},
+        "any matching reservation",
+        id="any-reservation",
+    ),
+    pytest.param(
+        ReservationPlacement(name=RESERVATION, machine=H100),
+        {"reservation": {"name": RESERVATION, "region": "us-east4", "machine": H100_RECORD}},
+        f"reservation {RESERVATION} in us-east4 on a3-highgpu-1g",
+        id="named-reservation-in-its-zones-region",
+    ),
 ]
 
 
@@ -209,3 +246,27 @@ def test_placement_record_and_description(
 ) -> None:
     assert placement_record(placement) == record
     assert describe_placement(placement) == description
+
+
+@pytest.mark.parametrize(("placement", "record", "description"), PLACEMENTS)
+def test_placement_kind_is_the_records_key(
+    placement: Placement, record: dict[str, object], description: str
+) -> None:
+    kind = placement_kind(placement_record(placement))
+    assert kind in PLACEMENT_KINDS
+    assert kind == next(iter(record))
+
+
+def test_every_config_kind_is_a_record_kind() -> None:
+    from shared.config.placements import PLACEMENT_KINDS as CONFIG_KINDS
+
+    assert sorted(PLACEMENT_KINDS) == sorted(CONFIG_KINDS)
+    assert placement_kind({"tpu_pod": {}}) == "unknown"
+
+
+def test_records_of_different_kinds_never_compare_equal() -> None:
+    # decisions.placement_index finds an attempt's placement by comparing records
+    records = [
+        placement_record(p) for p in (SpotPlacement(), OnDemandPlacement(), ReservationPlacement())
+    ]
+    assert len({repr(record) for record in records}) == 3
