@@ -35,7 +35,13 @@ from datetime import datetime, timedelta
 from typing import Final
 
 from shared.config.durations import describe_duration
-from shared.config.model import FailureClass, FlexStartPlacement, Placement, Template
+from shared.config.model import (
+    FailureClass,
+    FlexStartPlacement,
+    Placement,
+    SpotPlacement,
+    Template,
+)
 from shared.model.alerts import AlertReason, Severity
 from shared.model.errors import PermanentError
 from shared.model.runs import Attempt, InvalidTransition, RetryPlan, Run, RunStatus
@@ -281,10 +287,10 @@ def _quota_alert(
 
 
 def _metric_to_raise(template: Template, failed: Attempt, classification: Classification) -> str:
-    """FLEX_START draws on the preemptible quota (docs/architecture.md, "The Vertex AI rules"),
-    whatever metric the error names."""
+    """FLEX_START and Spot draw on the preemptible quota (docs/architecture.md, "The Vertex AI
+    rules"), whatever metric the error names."""
     placement = _placement_of(template, failed)
-    if isinstance(placement, FlexStartPlacement):
+    if isinstance(placement, FlexStartPlacement | SpotPlacement):
         metric = preemptible_quota_metric(_accelerator_type(template, placement) or "")
         if metric:
             return metric
@@ -298,7 +304,9 @@ def _placement_of(template: Template, attempt: Attempt) -> Placement | None:
         return None
 
 
-def _accelerator_type(template: Template, placement: FlexStartPlacement) -> str | None:
+def _accelerator_type(
+    template: Template, placement: FlexStartPlacement | SpotPlacement
+) -> str | None:
     if placement.machine and placement.machine.accelerator_type:
         return placement.machine.accelerator_type
     pools = template.job_spec.get("workerPoolSpecs") or ()

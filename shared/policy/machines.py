@@ -74,6 +74,32 @@ FLEX_START_GPUS: Final[frozenset[str]] = frozenset(
     }
 )
 
+# The GPUs a Spot placement (scheduling.strategy SPOT) may ask for. Google's "Use Spot VMs with
+# training" page (cloud.google.com/vertex-ai/docs/training/use-spot-vms) lists no GPU of its own:
+# "All Spot VMs limitations apply", TPU Pods are not supported; and Compute Engine's "About GPUs"
+# page ("GPUs on Spot VMs") adds GPUs to Spot VMs at spot prices without excluding a model. So the
+# set is every GPU Vertex AI training runs on with a machine type these tables know, except:
+# - NVIDIA_TESLA_K80: end of support (AcceleratorType marks it deprecated; no Spot VM gets one);
+# - NVIDIA_GB200 and NVIDIA_RTX_PRO_6000: newer than these tables (no machine type here carries
+#   them), and no page found says training offers them on Spot. Unconfirmed, so refused until a
+#   page says otherwise; add them here (and to the emulator's copy) when one does.
+# The emulator keeps its own copy (deploy/local/vertex_ai_emulator), held equal by a test.
+SPOT_GPUS: Final[frozenset[str]] = frozenset(
+    {
+        "NVIDIA_TESLA_P4",
+        "NVIDIA_TESLA_P100",
+        "NVIDIA_TESLA_T4",
+        "NVIDIA_TESLA_V100",
+        "NVIDIA_L4",
+        "NVIDIA_TESLA_A100",
+        "NVIDIA_A100_80GB",
+        "NVIDIA_H100_80GB",
+        "NVIDIA_H100_MEGA_80GB",
+        "NVIDIA_H200_141GB",
+        "NVIDIA_B200",
+    }
+)
+
 # A3 Ultra and A4 boot from Hyperdisk Balanced only; Vertex's default boot disk (pd-ssd) fails.
 HYPERDISK_ONLY_MACHINES: Final[frozenset[str]] = frozenset({"a3-ultragpu-8g", "a4-highgpu-8g"})
 HYPERDISK_BOOT_DISK_TYPE: Final = "hyperdisk-balanced"
@@ -81,8 +107,9 @@ HYPERDISK_BOOT_DISK_TYPE: Final = "hyperdisk-balanced"
 _QUOTA_SERVICE = "aiplatform.googleapis.com"
 
 # FLEX_START jobs draw on the *preemptible* GPU quota (docs/architecture.md, "The Vertex AI
-# rules"). The L4, A100, A100 80GB, H100 and H100 Mega names are in public use; H200 and B200
-# follow the same pattern, unconfirmed.
+# rules"), and so do Spot jobs (their VMs are preemptible). The L4, A100, A100 80GB, H100 and H100
+# Mega names are in public use; H200, B200 and the N1 GPUs (T4, V100, P100, P4) follow the same
+# pattern, unconfirmed.
 PREEMPTIBLE_QUOTA_METRICS: Final[Mapping[str, str]] = {
     gpu: f"{_QUOTA_SERVICE}/custom_model_training_preemptible_nvidia_{suffix}_gpus"
     for gpu, suffix in {
@@ -93,6 +120,10 @@ PREEMPTIBLE_QUOTA_METRICS: Final[Mapping[str, str]] = {
         "NVIDIA_H100_MEGA_80GB": "h100_mega",
         "NVIDIA_H200_141GB": "h200",
         "NVIDIA_B200": "b200",
+        "NVIDIA_TESLA_T4": "t4",
+        "NVIDIA_TESLA_V100": "v100",
+        "NVIDIA_TESLA_P100": "p100",
+        "NVIDIA_TESLA_P4": "p4",
     }.items()
 }
 
@@ -113,7 +144,8 @@ def is_gpu(accelerator_type: str) -> bool:
 
 
 def preemptible_quota_metric(accelerator_type: str) -> str | None:
-    """The quota metric FLEX_START jobs on this GPU draw on; None for GPUs DWS does not serve."""
+    """The quota metric FLEX_START and Spot jobs on this GPU draw on; None for a GPU neither
+    serves."""
     return PREEMPTIBLE_QUOTA_METRICS.get(accelerator_type)
 
 

@@ -18,6 +18,7 @@ One concept per module; this package re-exports their public names:
 - ``subject``: what every rule looks at (``_Subject``), Vertex AI's defaults, the pool helpers;
 - ``job_rules``: worker pools, replicas, program, machine/GPUs, hyperdisk, name, labels, placement;
 - ``flex_start``: the FLEX_START rules;
+- ``spot``: the Spot rules;
 - ``guards``: the rules from the config's guards;
 - ``persistent``: ``check_resource``, the persistent-resource rules read live;
 - ``compose``: ``validate_spec`` and ``validate_job``, which rules run for which placement;
@@ -26,6 +27,7 @@ One concept per module; this package re-exports their public names:
 
 from shared.validation.compose import (
     FLEX_START_RULES,
+    SPOT_RULES,
     STATIC_RULES,
     validate_job,
     validate_spec,
@@ -49,6 +51,7 @@ from shared.validation.job_rules import (
     LABEL_VALUE,
     MAX_LABELS,
     check_display_name,
+    check_encryption_key,
     check_hyperdisk,
     check_labels,
     check_machine_accelerator,
@@ -59,6 +62,7 @@ from shared.validation.job_rules import (
 )
 from shared.validation.lint import LINT_RUN_ID, TemplateProblem, check_templates
 from shared.validation.persistent import check_resource
+from shared.validation.spot import check_spot_gpu
 from shared.validation.subject import (
     DEFAULT_BOOT_DISK_SIZE_GB,
     DEFAULT_BOOT_DISK_TYPE,
@@ -79,6 +83,7 @@ __all__ = [
     "LINT_RUN_ID",
     "MAX_LABELS",
     "NO_ACCELERATOR",
+    "SPOT_RULES",
     "STATIC_RULES",
     "Rule",
     "StaticRule",
@@ -86,6 +91,7 @@ __all__ = [
     "Violation",
     "ViolationKind",
     "check_display_name",
+    "check_encryption_key",
     "check_flex_start_gpu",
     "check_flex_start_max_wait",
     "check_flex_start_same_machine",
@@ -102,6 +108,7 @@ __all__ = [
     "check_program",
     "check_replicas",
     "check_resource",
+    "check_spot_gpu",
     "check_templates",
     "check_worker_pools",
     "describe",

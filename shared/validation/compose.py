@@ -1,8 +1,9 @@
 """Composition: which rules run for which placement, in which order.
 
 ``validate_spec`` runs every rule that needs nothing live (the job rules and the guards, plus the
-FLEX_START rules for a ``flex_start`` placement); ``validate_job`` adds the persistent-resource
-rules read live.
+FLEX_START rules for a ``flex_start`` placement and the Spot rules for a ``spot`` one; on-demand
+and reservation placements have no offline rules of their own beyond ``check_placement``);
+``validate_job`` adds the persistent-resource rules read live.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from shared.config.model import (
     Guards,
     PersistentResourcePlacement,
     Placement,
+    SpotPlacement,
 )
 from shared.validation.flex_start import (
     check_flex_start_gpu,
@@ -31,6 +33,7 @@ from shared.validation.guards import (
 )
 from shared.validation.job_rules import (
     check_display_name,
+    check_encryption_key,
     check_hyperdisk,
     check_labels,
     check_machine_accelerator,
@@ -40,6 +43,7 @@ from shared.validation.job_rules import (
     check_worker_pools,
 )
 from shared.validation.persistent import check_resource
+from shared.validation.spot import check_spot_gpu
 from shared.validation.subject import StaticRule, _Subject
 from shared.validation.violations import Violation
 
@@ -52,6 +56,7 @@ STATIC_RULES: Final[tuple[StaticRule, ...]] = (
     check_display_name,
     check_labels,
     check_placement,
+    check_encryption_key,
     check_guard_image,
     check_guard_service_account,
     check_guard_region,
@@ -64,6 +69,7 @@ FLEX_START_RULES: Final[tuple[StaticRule, ...]] = (
     check_flex_start_same_machine,
     check_flex_start_max_wait,
 )
+SPOT_RULES: Final[tuple[StaticRule, ...]] = (check_spot_gpu,)
 
 
 def validate_spec(
@@ -74,6 +80,8 @@ def validate_spec(
     rules = STATIC_RULES
     if isinstance(placement, FlexStartPlacement):
         rules += FLEX_START_RULES
+    elif isinstance(placement, SpotPlacement):
+        rules += SPOT_RULES
     return [violation for rule in rules for violation in rule(subject)]
 
 

@@ -1,6 +1,6 @@
 """The rules on the job itself, for every placement: worker pools, replicas, program, machine
-type and GPUs, hyperdisk boot disks, display name, labels, and the scheduling its placement asks
-for.
+type and GPUs, hyperdisk boot disks, display name, labels, and the scheduling (strategy,
+persistent resource, reservation affinity) its placement asks for.
 
 Each is a ``StaticRule``: it reads nothing live. ``shared.validation.compose`` runs them.
 """
@@ -8,13 +8,15 @@ Each is a ``StaticRule``: it reads nothing live. ``shared.validation.compose`` r
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Final
 
-from shared.aiplatform import MachineSpec, Scheduling, WorkerPoolSpec
-from shared.config.model import PersistentResourcePlacement
+from shared.aiplatform import MachineSpec, ReservationAffinity, Scheduling, WorkerPoolSpec
+from shared.config.encryption import key_location
+from shared.config.model import PersistentResourcePlacement, ReservationPlacement
+from shared.config.placements import placement_key
 from shared.policy import machines
-from shared.policy.jobspec import DISPLAY_NAME_MAX
+from shared.policy.jobspec import DISPLAY_NAME_MAX, reservation_affinity
 from shared.validation.subject import (
     DEFAULT_BOOT_DISK_TYPE,
     NO_ACCELERATOR,
@@ -242,39 +244,135 @@ def check_labels(subject: _Subject) -> Iterator[Violation]:
             )
 
 
+# --- encryption -----------------------------------------------------------------------------
+
+
+def check_encryption_key(subject: _Subject) -> Iterator[Violation]:
+    key = subject.job.encryption_spec.kms_key_name
+    if not key:
+        return
+    location = key_location(key)
+    if location != subject.region:
+        yield Violation(
+            "encryptionSpec.kmsKeyName",
+            Rule.ENCRYPTION_KEY,
+            f"the key {key} is in {location or 'no region'}, and the job is created in "
+            f"{subject.region}: Vertex AI takes only a Cloud KMS key of the job's own region; "
+            f"use a key in {subject.region}, or write locations/{{region}} in encryption_key "
+            f"with a key ring of that name in every region of the chain",
+        )
+
+
 # --- placement ------------------------------------------------------------------------------
 
 
 def check_placement(subject: _Subject) -> Iterator[Violation]:
     spec = subject.job.job_spec
-    strategy = spec.scheduling.strategy
     placement = subject.placement
     if isinstance(placement, PersistentResourcePlacement):
-        if spec.persistent_resource_id != placement.resource_id:
-            yield Violation(
-                "jobSpec.persistentResourceId",
-                Rule.PLACEMENT,
-                f"the placement is persistent resource {placement.resource_id!r} but the job "
-                f"names {spec.persistent_resource_id!r}; render the job for this placement",
-            )
-        if strategy == Scheduling.Strategy.FLEX_START:
-            yield Violation(
-                "jobSpec.scheduling.strategy",
-                Rule.PLACEMENT,
-                "a job on a persistent resource does not wait for FLEX_START capacity; remove "
-                "scheduling.strategy",
-            )
+        yield from _persistent_resource_placement(subject, placement)
         return
-    if strategy != Scheduling.Strategy.FLEX_START:
+    kind = placement_key(placement)
+    strategy = spec.scheduling.strategy
+    allowed = _STRATEGIES[kind]
+    if strategy not in allowed:
+        wanted = " or ".join(
+            "no strategy" if name == Scheduling.Strategy.STRATEGY_UNSPECIFIED else name.name
+            for name in allowed
+        )
         yield Violation(
             "jobSpec.scheduling.strategy",
             Rule.PLACEMENT,
-            f"the placement is flex_start but the strategy is {strategy.name}; set "
-            f"scheduling.strategy to FLEX_START",
+            f"the placement is {kind} but the strategy is {strategy.name}; set "
+            f"scheduling.strategy to {wanted}",
         )
     if spec.persistent_resource_id:
         yield Violation(
             "jobSpec.persistentResourceId",
             Rule.PLACEMENT,
-            "a FLEX_START job does not run on a persistent resource; remove persistentResourceId",
+            f"a {kind} job does not run on a persistent resource; remove persistentResourceId",
         )
+    if kind != "flex_start" and "max_wait_duration" in spec.scheduling:
+        yield Violation(
+            "jobSpec.scheduling.maxWaitDuration",
+            Rule.PLACEMENT,
+            f"maxWaitDuration is FLEX_START's wait for capacity; a {kind} job does not wait: "
+            f"remove it",
+        )
+    yield from _reservation_affinity(subject, kind)
+
+
+# The strategies each kind's job may carry (shared.policy.jobspec renders the first): a
+# reservation's job leaves it unset, which Vertex AI reads as STANDARD.
+_STRATEGIES: Final[Mapping[str, tuple[Scheduling.Strategy, ...]]] = {
+    "flex_start": (Scheduling.Strategy.FLEX_START,),
+    "spot": (Scheduling.Strategy.SPOT,),
+    "on_demand": (Scheduling.Strategy.STANDARD,),
+    "reservation": (Scheduling.Strategy.STRATEGY_UNSPECIFIED, Scheduling.Strategy.STANDARD),
+}
+
+
+def _persistent_resource_placement(
+    subject: _Subject, placement: PersistentResourcePlacement
+) -> Iterator[Violation]:
+    spec = subject.job.job_spec
+    if spec.persistent_resource_id != placement.resource_id:
+        yield Violation(
+            "jobSpec.persistentResourceId",
+            Rule.PLACEMENT,
+            f"the placement is persistent resource {placement.resource_id!r} but the job "
+            f"names {spec.persistent_resource_id!r}; render the job for this placement",
+        )
+    if spec.scheduling.strategy == Scheduling.Strategy.FLEX_START:
+        yield Violation(
+            "jobSpec.scheduling.strategy",
+            Rule.PLACEMENT,
+            "a job on a persistent resource does not wait for FLEX_START capacity; remove "
+            "scheduling.strategy",
+        )
+
+
+def _reservation_affinity(subject: _Subject, kind: str) -> Iterator[Violation]:
+    """A reservation's job asks every used pool for its reservation; Spot and on-demand jobs
+    ask for none (a reservation holds standard VMs: say so with a reservation placement)."""
+    placement = subject.placement
+    expected = (
+        reservation_affinity(placement) if isinstance(placement, ReservationPlacement) else None
+    )
+    for index, pool in _used_pools(subject.job):
+        affinity = pool.machine_spec.reservation_affinity
+        field = _pool_field(index, "machineSpec.reservationAffinity")
+        if expected is not None and affinity != expected:
+            yield Violation(
+                field,
+                Rule.PLACEMENT,
+                f"the placement is {describe_affinity(expected)} but worker pool {index} asks "
+                f"for {describe_affinity(affinity)}; render the job for this placement",
+            )
+        elif expected is None and kind in ("spot", "on_demand") and _consumes(affinity):
+            yield Violation(
+                field,
+                Rule.PLACEMENT,
+                f"a {kind} job does not consume a reservation, and worker pool {index} asks "
+                f"for {describe_affinity(affinity)}; remove reservationAffinity and add a "
+                f"reservation placement to the chain instead",
+            )
+
+
+def _consumes(affinity: ReservationAffinity) -> bool:
+    return affinity.reservation_affinity_type in (
+        ReservationAffinity.Type.ANY_RESERVATION,
+        ReservationAffinity.Type.SPECIFIC_RESERVATION,
+    )
+
+
+def describe_affinity(affinity: ReservationAffinity) -> str:
+    """How a pool's reservationAffinity reads in a message."""
+    kind = affinity.reservation_affinity_type
+    if kind == ReservationAffinity.Type.SPECIFIC_RESERVATION:
+        return f"reservation {', '.join(affinity.values) or '(no name)'}"
+    if kind == ReservationAffinity.Type.ANY_RESERVATION:
+        return "any matching reservation"
+    if kind == ReservationAffinity.Type.NO_RESERVATION:
+        return "no reservation"
+    return "no reservationAffinity"

@@ -35,10 +35,12 @@ class Rule(enum.StrEnum):
     DISPLAY_NAME = "display-name"  # 1 to 128 characters
     LABELS = "labels"  # <= 64 labels; keys and values <= 63 of [a-z0-9_-]; keys start a-z
     PLACEMENT = "placement"  # the job carries the scheduling its placement asks for
+    ENCRYPTION_KEY = "encryption-key"  # a CMEK key is in the job's own region
     FLEX_START_GPU = "flex-start-gpu"  # DWS serves L4, A100, H100, H200 and B200 only
     FLEX_START_TIMEOUT = "flex-start-timeout"  # scheduling.timeout <= 7 days
     FLEX_START_SAME_MACHINE = "flex-start-same-machine"  # every pool on one machine configuration
     FLEX_START_MAX_WAIT = "flex-start-max-wait"  # maxWaitDuration set explicitly
+    SPOT_GPU = "spot-gpu"  # Spot serves the GPUs of shared.policy.machines.SPOT_GPUS only
     GUARD_IMAGE = "guard-image"  # images start with an allowed prefix
     GUARD_SERVICE_ACCOUNT = "guard-service-account"  # the job runs as an allowed account
     GUARD_REGION = "guard-region"  # the job runs in an allowed region

@@ -50,14 +50,24 @@ def test_every_gpu_name_is_a_vertex_accelerator_type() -> None:
     names = (
         {shape.accelerator_type for shape in machines.FIXED_GPU_MACHINES.values()}
         | machines.FLEX_START_GPUS
+        | machines.SPOT_GPUS
         | machines.ATTACHABLE_GPUS
         | set(machines.PREEMPTIBLE_QUOTA_METRICS)
     )
     assert names <= set(AcceleratorType.__members__)
 
 
-def test_every_flex_start_gpu_has_a_preemptible_quota_metric() -> None:
-    assert set(machines.PREEMPTIBLE_QUOTA_METRICS) == machines.FLEX_START_GPUS
+def test_every_flex_start_and_spot_gpu_has_a_preemptible_quota_metric() -> None:
+    assert set(machines.PREEMPTIBLE_QUOTA_METRICS) == machines.FLEX_START_GPUS | machines.SPOT_GPUS
+
+
+def test_spot_gpus_are_the_known_training_gpus_but_k80() -> None:
+    # Every GPU a machine type of these tables carries, built in or attached, but the K80 (end
+    # of support); GB200 and RTX PRO 6000 have no machine type here (see machines.SPOT_GPUS).
+    known = {shape.accelerator_type for shape in machines.FIXED_GPU_MACHINES.values()}
+    known |= machines.ATTACHABLE_GPUS
+    assert known - {"NVIDIA_TESLA_K80"} == machines.SPOT_GPUS
+    assert machines.FLEX_START_GPUS < machines.SPOT_GPUS
 
 
 QUOTA = "aiplatform.googleapis.com/custom_model_training_preemptible_nvidia_"
@@ -69,7 +79,9 @@ QUOTA = "aiplatform.googleapis.com/custom_model_training_preemptible_nvidia_"
         ("NVIDIA_H100_80GB", f"{QUOTA}h100_gpus"),  # the seed page's own example
         ("NVIDIA_A100_80GB", f"{QUOTA}a100_80gb_gpus"),
         ("NVIDIA_L4", f"{QUOTA}l4_gpus"),
-        ("NVIDIA_TESLA_T4", None),
+        ("NVIDIA_TESLA_T4", f"{QUOTA}t4_gpus"),  # Spot serves it, FLEX_START does not
+        ("NVIDIA_TESLA_K80", None),
+        ("TPU_V3", None),
     ],
 )
 def test_preemptible_quota_metric(accelerator_type: str, metric: str | None) -> None:

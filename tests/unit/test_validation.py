@@ -467,6 +467,7 @@ def test_machine_type_against_accelerators(
 def test_every_rule_has_a_case() -> None:
     tested = {case[2] for case in FLEX_START_CASES} | {case[3] for case in RESOURCE_CASES}
     tested |= {Rule.GUARD_REGION, Rule.JOB_SPEC, Rule.MACHINE_ACCELERATOR}  # tests of their own
+    tested |= {Rule.SPOT_GPU, Rule.ENCRYPTION_KEY}  # tests/unit/test_validation_kinds.py
     assert tested == set(Rule)
 
 
