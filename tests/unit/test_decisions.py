@@ -23,8 +23,11 @@ from shared.config.model import (
     FailureClass,
     FlexStartPlacement,
     MachineOverride,
+    OnDemandPlacement,
     PersistentResourcePlacement,
+    ReservationPlacement,
     RetryPolicy,
+    SpotPlacement,
     Template,
 )
 from shared.model.alerts import AlertReason
@@ -545,3 +548,41 @@ def test_a_run_whose_template_left_the_config_is_still_decided(
     assert (decision.alert.reason if decision.alert else None) == alert
     if decision.alert:
         assert "vertex-dispatch retry" in decision.alert.what_to_do
+
+
+@pytest.mark.parametrize(
+    ("placement", "metric"),
+    [
+        pytest.param(
+            SpotPlacement(region="us-east4"),
+            "aiplatform.googleapis.com/custom_model_training_preemptible_nvidia_a100_gpus",
+            id="Spot: the template's GPU's preemptible quota",
+        ),
+        pytest.param(
+            SpotPlacement(machine=MachineOverride("n1-standard-8", "NVIDIA_TESLA_T4", 1)),
+            "aiplatform.googleapis.com/custom_model_training_preemptible_nvidia_t4_gpus",
+            id="Spot with a machine override: its GPU's preemptible quota",
+        ),
+        pytest.param(
+            OnDemandPlacement(),
+            "aiplatform.googleapis.com/custom_model_training_nvidia_k80_gpus",
+            id="on demand: the metric the error names",
+        ),
+        pytest.param(
+            ReservationPlacement(name="projects/acme-ml/zones/us-central1-a/reservations/r"),
+            "aiplatform.googleapis.com/custom_model_training_nvidia_k80_gpus",
+            id="reservation: the metric the error names",
+        ),
+    ],
+)
+def test_quota_alert_of_the_new_kinds(placement: object, metric: str) -> None:
+    the_run = run(attempt(1, placement))
+
+    decision = decide(
+        the_run, template(chain=(placement,)), QUOTA_K80, now=NOW, rng=random.Random()
+    )
+
+    assert decision.alert is not None
+    assert f"raise the quota {metric} in region {the_run.attempts[0].region}" in (
+        decision.alert.what_to_do
+    )
