@@ -25,7 +25,15 @@ from typing import TYPE_CHECKING, Any, Final
 from cloudevents import exceptions as cloudevent_errors
 from cloudevents.http import CloudEvent, from_json
 
-from shared.config.model import Config, PersistentResourcePlacement, Placement, Template
+from shared.config.model import (
+    Config,
+    FlexStartPlacement,
+    PersistentResourcePlacement,
+    Placement,
+    ReservationPlacement,
+    SpotPlacement,
+    Template,
+)
 from shared.decode import events, routing
 from shared.model.errors import ConfigError, MalformedEvent, PermanentError
 from shared.model.triggers import RetryRequest
@@ -49,6 +57,21 @@ LIVE_CHECKS_PERSISTENT_RESOURCE: Final = (
 )
 LIVE_CHECKS_FLEX_START: Final = (
     "live checks skipped: FLEX_START capacity and quota are known only when Vertex AI runs the job"
+)
+LIVE_CHECKS_SPOT: Final = (
+    "live checks skipped: Spot capacity, quota (preemptible) and preemption are known only when "
+    "Vertex AI runs the job"
+)
+LIVE_CHECKS_ON_DEMAND: Final = (
+    "live checks skipped: on-demand capacity and quota are known only when Vertex AI runs the job"
+)
+LIVE_CHECKS_RESERVATION: Final = (
+    "live checks skipped: the reservation's existence, its machine and GPUs, and its free VMs are "
+    "read from Compute Engine only when dispatch runs"
+)
+LIVE_CHECKS_ANY_RESERVATION: Final = (
+    "live checks skipped: which reservation (if any) the job consumes is known only when Vertex AI "
+    "runs it; without a free matching one it runs on demand"
 )
 
 
@@ -302,4 +325,10 @@ def plan_placement(
 def _skipped_checks(placement: Placement) -> str:
     if isinstance(placement, PersistentResourcePlacement):
         return LIVE_CHECKS_PERSISTENT_RESOURCE
-    return LIVE_CHECKS_FLEX_START
+    if isinstance(placement, FlexStartPlacement):
+        return LIVE_CHECKS_FLEX_START
+    if isinstance(placement, SpotPlacement):
+        return LIVE_CHECKS_SPOT
+    if isinstance(placement, ReservationPlacement):
+        return LIVE_CHECKS_RESERVATION if placement.name else LIVE_CHECKS_ANY_RESERVATION
+    return LIVE_CHECKS_ON_DEMAND

@@ -44,11 +44,14 @@ from shared.config.model import (
     Config,
     FlexStartPlacement,
     GcsRoute,
+    OnDemandPlacement,
     PersistentResourcePlacement,
     Placement,
     PubSubRoute,
+    ReservationPlacement,
     Route,
     ScheduleRoute,
+    SpotPlacement,
     Template,
 )
 from shared.decode import routing
@@ -945,7 +948,7 @@ def template_pools(
     views = []
     for pool in template.job_spec["workerPoolSpecs"]:
         pool = dict(pool)
-        if isinstance(placement, FlexStartPlacement) and placement.machine is not None:
+        if not isinstance(placement, PersistentResourcePlacement) and placement.machine is not None:
             machine = placement.machine
             pool["machineSpec"] = {
                 "machineType": machine.machine_type,
@@ -1002,10 +1005,31 @@ def check_job_is_the_templates(outcome: Outcome, config: Config) -> None:
         if isinstance(placement, PersistentResourcePlacement):
             assert spec["persistentResourceId"] == placement.resource_id
             assert "strategy" not in scheduling
-        else:
+        elif isinstance(placement, FlexStartPlacement):
             assert "persistentResourceId" not in spec
             assert scheduling["strategy"] == "FLEX_START"
             assert scheduling["maxWaitDuration"] == _seconds(placement.max_wait)
+        else:
+            assert "persistentResourceId" not in spec
+            assert "maxWaitDuration" not in scheduling
+            assert scheduling.get("strategy") == _STRATEGIES[type(placement)]
+            affinities = [
+                pool["machineSpec"].get("reservationAffinity")
+                for pool in spec["workerPoolSpecs"]
+                if pool
+            ]
+            if isinstance(placement, ReservationPlacement):
+                assert all(affinity is not None for affinity in affinities)
+            else:
+                assert affinities == [None] * len(affinities)
+
+
+# The strategy each kind renders (a reservation's job leaves it unset: STANDARD to Vertex AI).
+_STRATEGIES: Mapping[type, str | None] = {
+    SpotPlacement: "SPOT",
+    OnDemandPlacement: "STANDARD",
+    ReservationPlacement: None,
+}
 
 
 def check_values_are_single_arguments(outcome: Outcome, values: Mapping[str, object]) -> None:

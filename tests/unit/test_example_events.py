@@ -22,6 +22,7 @@ EXPECTED = {
     "shard.json": ("no_route", "", "", EXIT_NO_ROUTE),
     "job-request.json": ("valid", "on-request", "resnet-a100", EXIT_OK),
     "scheduler-tick.json": ("valid", "nightly", "resnet-a100", EXIT_OK),
+    "llm-request.json": ("valid", "on-request", "llm-finetune", EXIT_OK),
 }
 
 

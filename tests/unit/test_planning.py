@@ -21,7 +21,10 @@ from shared.model.errors import MalformedEvent
 from shared.model.runkeys import dataset_run_key, run_id
 from tooling.planning import (
     LIVE_CHECKS_FLEX_START,
+    LIVE_CHECKS_ON_DEMAND,
     LIVE_CHECKS_PERSISTENT_RESOURCE,
+    LIVE_CHECKS_RESERVATION,
+    LIVE_CHECKS_SPOT,
     Plan,
     PlanUsageError,
     PlanVerdict,
@@ -217,6 +220,53 @@ def test_a_marker_plans_flex_start_with_its_max_wait(config: Config) -> None:
     assert [p.skipped_checks for p in plan.placements] == [
         LIVE_CHECKS_PERSISTENT_RESOURCE,
         *[LIVE_CHECKS_FLEX_START] * 3,
+    ]
+
+
+def test_a_chain_of_every_kind_plans_each_kinds_scheduling(config: Config) -> None:
+    body = {"template": "llm-finetune", "params": {"dataset_uri": "gs://acme-datasets/llm/x/"}}
+    plan = plan_event(config, message_event(body, {"kind": "train"}))
+    assert plan.verdict is PlanVerdict.VALID
+    assert all(placement.valid for placement in plan.placements)
+    jobs = [json.loads(placement.job_json or "{}") for placement in plan.placements]
+    assert [job["jobSpec"]["scheduling"].get("strategy") for job in jobs] == [
+        None,  # a reservation: unset, which Vertex AI reads as STANDARD
+        None,  # a persistent resource
+        "SPOT",
+        "FLEX_START",
+        "STANDARD",
+    ]
+    reserved = "projects/acme-ml/zones/us-central1-a/reservations/a100-reserved"
+    assert jobs[0]["jobSpec"]["workerPoolSpecs"][0]["machineSpec"]["reservationAffinity"] == {
+        "reservationAffinityType": "SPECIFIC_RESERVATION",
+        "key": "compute.googleapis.com/reservation-name",
+        "values": [reserved],
+    }
+    assert all(
+        "reservationAffinity" not in job["jobSpec"]["workerPoolSpecs"][0]["machineSpec"]
+        for job in jobs[1:]
+    )
+    assert [p.parent.rsplit("/", 1)[-1] for p in plan.placements if p.parent] == [
+        "us-central1",
+        "us-central1",
+        "us-east4",
+        "us-central1",
+        "us-central1",
+    ]
+    # the key of each job's own region
+    assert [job["encryptionSpec"]["kmsKeyName"].split("/")[3] for job in jobs] == [
+        "us-central1",
+        "us-central1",
+        "us-east4",
+        "us-central1",
+        "us-central1",
+    ]
+    assert [p.skipped_checks for p in plan.placements] == [
+        LIVE_CHECKS_RESERVATION,
+        LIVE_CHECKS_PERSISTENT_RESOURCE,
+        LIVE_CHECKS_SPOT,
+        LIVE_CHECKS_FLEX_START,
+        LIVE_CHECKS_ON_DEMAND,
     ]
 
 

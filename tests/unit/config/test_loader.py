@@ -6,7 +6,7 @@ import subprocess
 import sys
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 import yaml
@@ -25,6 +25,7 @@ from shared.config.model import (
     FlexStartPlacement,
     GcsRoute,
     PersistentResourcePlacement,
+    Placement,
     PubSubRoute,
     ScheduleRoute,
 )
@@ -66,7 +67,8 @@ def test_the_example_config_exercises_every_feature() -> None:
     }
     assert kinds == {GcsRoute, PubSubRoute, ScheduleRoute}
     assert completions == set(Completion)
-    assert placements == {PersistentResourcePlacement, FlexStartPlacement}
+    assert placements == set(get_args(Placement))
+    assert any(t.encryption_key for t in config.templates.values())
     assert sources == {"containerSpec", "pythonPackageSpec"}
     assert any(
         p.machine
