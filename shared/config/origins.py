@@ -204,6 +204,8 @@ def _placement_path(
         return None
     if not declared:  # the file's scheduling or persistentResourceId is the chain
         return child(origin.path, "placement") if field == "region" else _in_spec(origin, field)
+    if field == "region" and isinstance(placement, ReservationPlacement) and placement.name:
+        return child(entry, "reservation.name")  # its zone decides the region
     if field == "region":
         return child(entry, "region" if kind == "persistent_resource" else f"{kind}.region")
     if field == "jobSpec.scheduling.maxWaitDuration" and isinstance(placement, FlexStartPlacement):

@@ -299,3 +299,30 @@ def test_a_placement_built_in_code_renders_and_validates_every_kind() -> None:
     ):
         job, region = _job(placement)
         assert validate_spec(job, placement, Guards(), region=region) == [], placement
+
+
+@pytest.mark.parametrize(
+    ("field", "index", "path"),
+    [
+        ("region", 0, "templates.t.placement[0].reservation.name"),  # its zone's region
+        ("region", 1, "templates.t.placement[1].spot.region"),
+        ("region", 2, "templates.t.placement[2].on_demand.region"),
+        ("jobSpec.scheduling.strategy", 1, "templates.t.placement[1]"),
+        (
+            f"{POOL0}.machineSpec.reservationAffinity",
+            0,
+            "templates.t.placement[0].reservation.name",
+        ),
+        (
+            f"{POOL0}.machineSpec.reservationAffinity",
+            1,
+            "templates.t.worker_pools[0].reservationAffinity",
+        ),
+        ("encryptionSpec.kmsKeyName", 2, "templates.t.encryption_key"),
+    ],
+)
+def test_a_new_kinds_fields_are_named_at_its_entry(field: str, index: int, path: str) -> None:
+    from shared.config.origins import user_path
+
+    template = parse_config(CONFIG, "kinds.yaml").templates["t"]
+    assert user_path(template, field, index) == path

@@ -154,7 +154,7 @@ def test_a_reservation_built_in_code_takes_its_zones_region() -> None:
         ),
         (
             {"reservation": {"name": "projects/acme-ml/zones/europe-west4-a/reservations/r"}},
-            f"{ENTRY}.reservation.region",
+            f"{ENTRY}.reservation.name",
             "outside guards.regions",
         ),
         (
