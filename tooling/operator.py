@@ -214,6 +214,12 @@ def _placement_text_of(record: Mapping[str, Any]) -> str:
         return f"flex_start {flex.get('max_wait', '')}".strip() + (
             f" {flex['region']}" if flex.get("region") else ""
         )
+    for kind in ("spot", "on_demand", "reservation"):
+        fields = record.get(kind)
+        if fields is not None:
+            # a reservation by its short name: the region says where it is
+            name = str(fields.get("name", "")).rsplit("/", 1)[-1]
+            return " ".join(part for part in (kind, name, fields.get("region", "")) if part)
     return f"pool {record.get('persistent_resource', '?')}"
 
 

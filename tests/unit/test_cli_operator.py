@@ -76,6 +76,38 @@ def attempt(number: int, placement: dict[str, object], state: str, job: str | No
             "#1 due (no placement could take the job)  no_placement,watchdog_overdue_wait  -",
             id="alert-claims-shown-by-reason",
         ),
+        pytest.param(
+            a_run(
+                RunStatus.RUNNING,
+                attempt(1, {"spot": {"region": "us-east4"}}, "JOB_STATE_RUNNING", "44"),
+            ),
+            "r-0123456789abcdef01234567  RUNNING  resnet-a100  1  spot us-east4  RUNNING  - - 44",
+            id="running-on-spot",
+        ),
+        pytest.param(
+            a_run(
+                RunStatus.RUNNING,
+                attempt(
+                    1,
+                    {
+                        "reservation": {
+                            "name": "projects/acme-ml/zones/us-central1-a/reservations/a100-res",
+                            "region": "us-central1",
+                        }
+                    },
+                    "JOB_STATE_RUNNING",
+                    "45",
+                ),
+            ),
+            "r-0123456789abcdef01234567  RUNNING  resnet-a100  1  reservation a100-res "
+            "us-central1  RUNNING  - - 45",
+            id="running-on-a-reservation",
+        ),
+        pytest.param(
+            a_run(RunStatus.RUNNING, attempt(1, {"on_demand": {}}, "JOB_STATE_RUNNING", "46")),
+            "r-0123456789abcdef01234567  RUNNING  resnet-a100  1  on_demand  RUNNING  - - 46",
+            id="running-on-demand",
+        ),
     ],
 )
 def test_status_table_row(the_run: Run, row: str) -> None:
