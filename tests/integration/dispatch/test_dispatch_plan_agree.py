@@ -36,6 +36,9 @@ DATASET = "gs://dispatch-it-datasets/datasets/requested/"
         pytest.param("flex-a100", None, 0, id="FLEX_START"),
         pytest.param("pool-then-flex", "RUNNING", 0, id="a persistent resource with room"),
         pytest.param("pool-then-flex", "STOPPING", 1, id="a stopped pool: the next placement"),
+        pytest.param("spot-a100", None, 0, id="SPOT in us-east4 with its region's CMEK key"),
+        pytest.param("on-demand-a100", None, 0, id="STANDARD"),
+        pytest.param("any-reservation-a100", None, 0, id="ANY_RESERVATION"),
     ],
 )
 def test_plan_shows_the_job_dispatch_creates_for_a_request(
@@ -60,6 +63,31 @@ def test_plan_shows_the_job_dispatch_creates_for_a_request(
     assert planned is not None
     assert json.loads(planned) == created
     assert alerts.pull() == []
+
+
+def test_the_new_kinds_reach_vertex_ai_as_rendered(
+    functions: FunctionUrls, vertex: VertexAdmin, fresh_name: Callable[[str], str]
+) -> None:
+    """What the create call carries for each new kind, read from the emulator's request log."""
+    sent = {}
+    for template in ("spot-a100", "on-demand-a100", "any-reservation-a100"):
+        event = message_published(
+            job_request(fresh_name(template), template, {"dataset_uri": DATASET})
+        )
+        plan = plan_event(load_config(str(CONFIG)), event)
+        assert deliver_binary(functions.request, event) == 200
+        [sent[template]] = vertex.created_jobs(plan.run_id)
+    spot, on_demand, reservation = sent.values()
+    assert spot["jobSpec"]["scheduling"]["strategy"] == "SPOT"
+    assert spot["encryptionSpec"] == {
+        "kmsKeyName": "projects/local-project/locations/us-east4/keyRings/train/cryptoKeys/jobs"
+    }
+    assert on_demand["jobSpec"]["scheduling"]["strategy"] == "STANDARD"
+    assert "strategy" not in reservation["jobSpec"]["scheduling"]
+    [pool] = reservation["jobSpec"]["workerPoolSpecs"]
+    assert pool["machineSpec"]["reservationAffinity"] == {
+        "reservationAffinityType": "ANY_RESERVATION"
+    }
 
 
 def test_plan_shows_the_job_dispatch_creates_for_a_dataset_marker(
