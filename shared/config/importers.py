@@ -10,7 +10,8 @@
 Placement is the template's business, not the job spec's: ``scheduling.strategy``,
 ``scheduling.maxWaitDuration`` and ``persistentResourceId`` are taken out of the spec and offered
 as the template's placement when it declares none (FLEX_START with its wait, SPOT, STANDARD, or
-the persistent resource); ``scheduling.timeout`` becomes its timeout.
+the persistent resource); so are the pools' ``machineSpec.reservationAffinity`` (a
+``reservation`` placement). ``scheduling.timeout`` becomes its timeout.
 Only the shape is checked here (no ``aiplatform_v1`` import); ``vertex-dispatch validate`` parses
 the spec into the proto.
 """
@@ -30,9 +31,15 @@ from shared.config.model import (
     OnDemandPlacement,
     PersistentResourcePlacement,
     Placement,
+    ReservationPlacement,
     SpotPlacement,
 )
 from shared.config.origins import file_fields
+from shared.config.placements import (
+    RESERVATION_NAME,
+    RESERVATION_NAME_KEY,
+    RESERVATION_NAME_RULE,
+)
 from shared.config.problems import Problems, child, item
 
 CUSTOM_JOB_SPEC_KEYS = frozenset(
@@ -50,6 +57,8 @@ SCHEDULING_KEYS = frozenset(
 )
 REST_BODY_KEYS = frozenset({"displayName", "jobSpec", "labels", "encryptionSpec"})
 ENCRYPTION_SPEC_KEYS = frozenset({"kmsKeyName"})
+RESERVATION_AFFINITY_KEYS = frozenset({"reservationAffinityType", "key", "values"})
+AFFINITY_TYPES = ("ANY_RESERVATION", "SPECIFIC_RESERVATION", "NO_RESERVATION")
 FLEX_START = "FLEX_START"
 NO_STRATEGY = ("STRATEGY_UNSPECIFIED", FLEX_START)
 # The strategies a file may set that are a placement of their own, with every default (the
@@ -74,6 +83,8 @@ class ImportedJob:
     max_wait: timedelta | None = None
     persistent_resource_id: str | None = None
     encryption_key: str | None = None  # a REST body's encryptionSpec.kmsKeyName
+    # the reservation every pool's machineSpec.reservationAffinity asks for (NO_RESERVATION: None)
+    reservation: ReservationPlacement | None = None
     # the CustomJob paths the file sets itself (origins.file_fields), to name them in the file
     fields: frozenset[str] = frozenset()
 
@@ -107,6 +118,7 @@ def import_rest_body(document: object, path: str, problems: Problems) -> Importe
         strategy=imported.strategy,
         max_wait=imported.max_wait,
         persistent_resource_id=imported.persistent_resource_id,
+        reservation=imported.reservation,
         encryption_key=encryption_key,
         fields=imported.fields
         | {key for key in ("displayName", "labels") if body.get(key) is not None}
@@ -145,6 +157,12 @@ def file_placements(
     if strategy != "STRATEGY_UNSPECIFIED" and imported.persistent_resource_id:
         problems.add(path, f"the file sets both {strategy} and persistentResourceId; {fix}")
         return None
+    if imported.reservation is not None:
+        if imported.persistent_resource_id or strategy not in ("STRATEGY_UNSPECIFIED", "STANDARD"):
+            what = "persistentResourceId" if imported.persistent_resource_id else strategy
+            problems.add(path, f"the file sets both a reservationAffinity and {what}; {fix}")
+            return None
+        return (imported.reservation,)
     if imported.persistent_resource_id:
         return (PersistentResourcePlacement(resource_id=imported.persistent_resource_id),)
     if strategy in FILE_STRATEGIES:
@@ -162,7 +180,7 @@ def file_placements(
     problems.add(
         path,
         "the file names no placement (no FLEX_START, SPOT or STANDARD strategy, no "
-        f"persistentResourceId); {fix}",
+        f"persistentResourceId, no reservationAffinity); {fix}",
     )
     return None
 
@@ -193,6 +211,7 @@ def _import_job_spec(document: object, path: str, problems: Problems) -> Importe
         return None
     for index, pool in enumerate(pools):
         _check_worker_pool(pool, item(child(path, "workerPoolSpecs"), index), problems)
+    pools, reservation = _take_reservation_affinity(pools, child(path, "workerPoolSpecs"), problems)
     job_spec["workerPoolSpecs"] = pools
     resource_id = job_spec.pop("persistentResourceId", None)
     scheduling_path = child(path, "scheduling")
@@ -218,8 +237,96 @@ def _import_job_spec(document: object, path: str, problems: Problems) -> Importe
         strategy=strategy,
         max_wait=max_wait,
         persistent_resource_id=None if resource_id is None else str(resource_id),
+        reservation=reservation,
         fields=file_fields(spec),
     )
+
+
+def _take_reservation_affinity(
+    pools: list[Any], path: str, problems: Problems
+) -> tuple[list[Any], ReservationPlacement | None]:
+    """The pools without their ``machineSpec.reservationAffinity``, and the reservation they ask
+    for: placement is the template's, so a file's affinity becomes a ``reservation`` placement.
+
+    Every pool that runs something must ask for the same one (a reservation placement sets it on
+    every pool); NO_RESERVATION, Vertex AI's on-demand-only setting, is no reservation.
+    """
+    taken: list[Any] = []
+    asked: dict[int, tuple[str, str | None]] = {}
+    for index, pool in enumerate(pools):
+        machine = pool.get("machineSpec") if isinstance(pool, Mapping) else None
+        if not isinstance(machine, Mapping) or "reservationAffinity" not in machine:
+            taken.append(pool)
+            continue
+        machine = dict(machine)
+        affinity_path = child(child(item(path, index), "machineSpec"), "reservationAffinity")
+        affinity = _reservation_affinity(
+            machine.pop("reservationAffinity"), affinity_path, problems
+        )
+        if affinity is not None and affinity[0] != "NO_RESERVATION":
+            asked[index] = affinity
+        taken.append({**pool, "machineSpec": machine})
+    used = [index for index, pool in enumerate(pools) if not isinstance(pool, Mapping) or pool]
+    kinds = {asked.get(index) for index in used}
+    if not asked or problems.reported(path):
+        return taken, None
+    if len(kinds) != 1:
+        problems.add(
+            path,
+            "the worker pools ask for different reservationAffinity settings; vertex-dispatch "
+            "places every pool on the same reservation: make them equal, or remove them and "
+            "declare the template's placement, e.g. [{reservation: {name: ...}}]",
+        )
+        return taken, None
+    [(_, name)] = [affinity for affinity in kinds if affinity is not None]
+    return taken, ReservationPlacement(name=name)
+
+
+def _reservation_affinity(
+    value: object, path: str, problems: Problems
+) -> tuple[str, str | None] | None:
+    """A pool's ``reservationAffinity`` as (type, reservation name or None); None when wrong."""
+    affinity = read_mapping(
+        value,
+        path,
+        problems,
+        allowed=RESERVATION_AFFINITY_KEYS,
+        required=["reservationAffinityType"],
+    )
+    if affinity is None:
+        return None
+    kind = affinity.get("reservationAffinityType")
+    if kind not in AFFINITY_TYPES:
+        if kind is not None:
+            problems.add(
+                child(path, "reservationAffinityType"),
+                f"{kind!r} is not one vertex-dispatch places; use one of "
+                f"{', '.join(AFFINITY_TYPES)}",
+            )
+        return None
+    if kind != "SPECIFIC_RESERVATION":
+        return kind, None
+    if affinity.get("key") != RESERVATION_NAME_KEY:
+        problems.add(
+            child(path, "key"),
+            f"SPECIFIC_RESERVATION is placed by name only: set key to {RESERVATION_NAME_KEY}",
+        )
+        return None
+    values = affinity.get("values")
+    if not isinstance(values, list) or len(values) != 1:
+        problems.add(
+            child(path, "values"),
+            "list exactly one reservation: [projects/PROJECT/zones/ZONE/reservations/NAME]",
+        )
+        return None
+    name = read_text(
+        values[0],
+        item(child(path, "values"), 0),
+        problems,
+        pattern=RESERVATION_NAME,
+        rule=RESERVATION_NAME_RULE,
+    )
+    return None if name is None else (kind, name)
 
 
 def _check_worker_pool(pool: object, path: str, problems: Problems) -> None:

@@ -68,6 +68,10 @@ RESERVATION_NAME = re.compile(
     r"/zones/(?P<zone>(?P<region>[a-z]+(-[a-z]+)+[0-9]+)-[a-z])"
     r"/reservations/(?P<reservation>[a-z]([-a-z0-9]{0,61}[a-z0-9])?)"
 )
+# The reservation label Vertex AI matches a SPECIFIC_RESERVATION's values against (its
+# ReservationAffinity.key reference: "To target a SPECIFIC_RESERVATION by name, use
+# compute.googleapis.com/reservation-name"); the values hold the reservation's full name.
+RESERVATION_NAME_KEY = "compute.googleapis.com/reservation-name"
 RESERVATION_NAME_RULE = (
     "the reservation's full Compute Engine name, projects/PROJECT/zones/ZONE/reservations/NAME "
     "(e.g. projects/acme-ml/zones/us-central1-a/reservations/a100-res; `gcloud compute "

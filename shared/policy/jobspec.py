@@ -49,6 +49,7 @@ from shared.config.model import (
     SpotPlacement,
     Template,
 )
+from shared.config.placements import RESERVATION_NAME_KEY
 from shared.model.errors import InvalidJobSpec
 
 PLACEHOLDER: Final = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -64,11 +65,6 @@ FILLED_FIELDS: Final[tuple[str, ...]] = (
     "jobSpec.experiment",
     "jobSpec.experimentRun",
 )
-
-# The reservation label Vertex AI matches a SPECIFIC_RESERVATION's values against (its
-# ReservationAffinity.key reference: "To target a SPECIFIC_RESERVATION by name, use
-# compute.googleapis.com/reservation-name"); the values hold the reservation's full name.
-RESERVATION_NAME_KEY: Final = "compute.googleapis.com/reservation-name"
 
 RUN_LABEL: Final = "vd-run"
 ATTEMPT_LABEL: Final = "vd-attempt"

@@ -15,6 +15,7 @@ from shared.config.model import (
     OnDemandPlacement,
     PersistentResourcePlacement,
     Placement,
+    ReservationPlacement,
     SpotPlacement,
 )
 from shared.config.problems import InvalidConfig
@@ -30,6 +31,16 @@ POOL = {
     "containerSpec": {"imageUri": IMAGE, "args": ["--data={dataset_uri}"]},
 }
 FILE = "templates.resnet.gcloud_config(job.yaml)"
+RESERVATION = "projects/acme-ml/zones/us-central1-a/reservations/a100-res"
+SPECIFIC = {
+    "reservationAffinityType": "SPECIFIC_RESERVATION",
+    "key": "compute.googleapis.com/reservation-name",
+    "values": [RESERVATION],
+}
+
+
+def _with_affinity(affinity: dict[str, Any]) -> dict[str, Any]:
+    return {**POOL, "machineSpec": {**POOL["machineSpec"], "reservationAffinity": affinity}}
 
 
 def config_with_file(tmp_path: Path, key: str, document: dict[str, Any], **template: Any) -> dict:
@@ -89,6 +100,30 @@ def config_with_file(tmp_path: Path, key: str, document: dict[str, Any], **templ
             {},
             id="standard",
         ),
+        pytest.param(
+            {"workerPoolSpecs": [_with_affinity(SPECIFIC), {}, _with_affinity(SPECIFIC)]},
+            ReservationPlacement(name=RESERVATION),
+            {"workerPoolSpecs": [POOL, {}, POOL]},
+            id="specific-reservation-on-every-pool",
+        ),
+        pytest.param(
+            {
+                "workerPoolSpecs": _with_affinity({"reservationAffinityType": "ANY_RESERVATION"}),
+                "scheduling": {"strategy": "STANDARD"},
+            },
+            ReservationPlacement(),
+            {},
+            id="any-reservation",
+        ),
+        pytest.param(
+            {
+                "workerPoolSpecs": [_with_affinity({"reservationAffinityType": "NO_RESERVATION"})],
+                "scheduling": {"strategy": "SPOT"},
+            },
+            SpotPlacement(),
+            {},
+            id="no-reservation-is-none",
+        ),
     ],
 )
 def test_a_gcloud_config_gives_the_spec_and_its_placement(
@@ -101,7 +136,7 @@ def test_a_gcloud_config_gives_the_spec_and_its_placement(
         "workerPoolSpecs": [POOL],
         "serviceAccount": SERVICE_ACCOUNT,
         **rest,
-    }
+    }  # no reservationAffinity left in the spec: the placement sets it
 
 
 def test_a_template_placement_overrides_the_files(tmp_path: Path) -> None:
@@ -159,6 +194,36 @@ def test_a_rest_body_gives_display_name_labels_and_timeout(tmp_path: Path) -> No
             },
             "templates.resnet.placement",
             "both SPOT and persistentResourceId",
+        ),
+        (
+            {"workerPoolSpecs": [_with_affinity(SPECIFIC), POOL]},
+            f"{FILE}.workerPoolSpecs",
+            "different reservationAffinity",
+        ),
+        (
+            {"workerPoolSpecs": [_with_affinity(SPECIFIC)], "persistentResourceId": "p"},
+            "templates.resnet.placement",
+            "both a reservationAffinity and persistentResourceId",
+        ),
+        (
+            {"workerPoolSpecs": [_with_affinity(SPECIFIC)], "scheduling": {"strategy": "SPOT"}},
+            "templates.resnet.placement",
+            "both a reservationAffinity and SPOT",
+        ),
+        (
+            {"workerPoolSpecs": [_with_affinity({**SPECIFIC, "values": ["a100-res"]})]},
+            f"{FILE}.workerPoolSpecs[0].machineSpec.reservationAffinity.values[0]",
+            "full Compute Engine name",
+        ),
+        (
+            {"workerPoolSpecs": [_with_affinity({**SPECIFIC, "key": "team"})]},
+            f"{FILE}.workerPoolSpecs[0].machineSpec.reservationAffinity.key",
+            "compute.googleapis.com/reservation-name",
+        ),
+        (
+            {"workerPoolSpecs": [_with_affinity({"reservationAffinityType": "ANY"})]},
+            f"{FILE}.workerPoolSpecs[0].machineSpec.reservationAffinity.reservationAffinityType",
+            "ANY_RESERVATION",
         ),
         (
             {"workerPoolSpecs": [POOL], "encryptionSpec": {"kmsKeyName": "k"}},
