@@ -15,6 +15,11 @@ from shared.config.durations import parse_duration
 from shared.model.runs import Attempt
 from shared.policy.timing import FLEX_START_DEFAULT_MAX_WAIT
 
+# The recorded kinds (shared.policy.records.PLACEMENT_KINDS) that have no max wait of their own:
+# a persistent resource's queue, and Spot, on-demand and reservation jobs, which do not wait in
+# Dynamic Workload Scheduler's queue (a job kept QUEUED is the watchdog's default limit's).
+NO_WAIT_KINDS = ("persistent_resource", "spot", "on_demand", "reservation")
+
 
 def flex_start_max_wait(job: CustomJob, attempt: Attempt | None = None) -> timedelta | None:
     """How long a FLEX_START job may wait for machines; None when it is not bounded.
@@ -39,13 +44,13 @@ def flex_start_max_wait(job: CustomJob, attempt: Attempt | None = None) -> timed
 
 def _recorded_max_wait(attempt: Attempt | None) -> tuple[bool, timedelta | None]:
     """(whether the ledger says, the max wait) of ``attempt``'s recorded placement
-    (``shared.policy.records.placement_record``: ``{"flex_start": {"max_wait": "7200s", ...}}`` or
-    ``{"persistent_resource": ...}``); the max wait is None when it waits forever ("0s") or the
-    placement is not FLEX_START."""
+    (``shared.policy.records.placement_record``: ``{"flex_start": {"max_wait": "7200s", ...}}``,
+    ``{"persistent_resource": ...}``, ``{"spot": {...}}``, ...); the max wait is None when it waits
+    forever ("0s") or the placement is not FLEX_START."""
     placement = attempt.placement if attempt is not None else None
     if not placement:
         return False, None
-    if "persistent_resource" in placement:
+    if any(kind in placement for kind in NO_WAIT_KINDS):
         return True, None
     flex = placement.get("flex_start")
     if not isinstance(flex, Mapping) or "max_wait" not in flex:

@@ -420,6 +420,10 @@ def test_max_queue_of_the_template_applies_to_every_placement(
         (FLEX_FOREVER, None, None),
         (FLEX_FOREVER, "86400s", None),
         (POOL, "7200s", None),
+        # recorded as a kind that does not wait: the job's own setting is not ours
+        ({"spot": {"region": "us-east4"}}, "7200s", None),
+        ({"on_demand": {}}, "7200s", None),
+        ({"reservation": {"name": "projects/p/zones/us-east4-b/reservations/r"}}, "7200s", None),
         (NOT_RECORDED, "7200s", timedelta(hours=2)),
         (NOT_RECORDED, None, timedelta(days=1)),
         (NOT_RECORDED, "0s", None),
