@@ -80,7 +80,7 @@ def _check_template(config: Config, template: Template) -> list[TemplateProblem]
         return [TemplateProblem(where, Violation("jobSpec", Rule.JOB_SPEC, str(error)))]
     if not template.placements:
         where = child(origin_of(template).path, "placement")
-        message = "the template has no placement; add persistent_resource or flex_start"
+        message = "the template has no placement; add one, e.g. flex_start, spot or on_demand"
         return [TemplateProblem(where, Violation("placement", Rule.PLACEMENT, message))]
     found: list[tuple[int, str, Violation]] = []
     for index, placement in enumerate(template.placements):
