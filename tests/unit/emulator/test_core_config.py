@@ -91,7 +91,7 @@ def test_empty_file_is_the_default_config(tmp_path: Path) -> None:
         ({"outcome_rules": [{"result": "maybe"}]}, "outcome_rules[0].result"),
         ({"outcome_rules": [{"times": 0}]}, "outcome_rules[0].times"),
         ({"outcome_rules": [{"display_name": "("}]}, "outcome_rules[0].display_name"),
-        ({"outcome_rules": [{"placement": "spot"}]}, "outcome_rules[0].placement"),
+        ({"outcome_rules": [{"placement": "preemptible"}]}, "outcome_rules[0].placement"),
         ({"outcome_rules": [{"exit_code": 0}]}, "outcome_rules[0].exit_code"),
         ({"outcome_rules": [{"colour": "red"}]}, "outcome_rules[0]: unknown key(s) colour"),
         ({"default_outcome": {"duration": "-1s"}}, "default_outcome.duration"),
