@@ -25,6 +25,7 @@ from vertex_ai_emulator.capacity import GpuCapacity
 from vertex_ai_emulator.checks import check_new_job
 from vertex_ai_emulator.clock import SimulatedClock
 from vertex_ai_emulator.config import (
+    CreateRefusals,
     EmulatorConfig,
     refusals_from_dict,
     spot_from_dict,
@@ -83,6 +84,8 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 class Emulator:
     """In-memory Vertex AI CustomJob / PersistentResource service on simulated time."""
+
+    _refusals: CreateRefusals  # set by _load_config; changed by set_refusals until a reset
 
     def __init__(
         self, config: EmulatorConfig | None = None, clock: SimulatedClock | None = None
