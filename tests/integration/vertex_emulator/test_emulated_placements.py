@@ -153,7 +153,7 @@ def test_a_job_with_another_cmek_key_than_its_persistent_resource_is_refused(job
     resource["encryptionSpec"] = {"kmsKeyName": KEY}
     admin.call("PUT", "persistentResources", resource)
     job = persistent_resource_job(resource_id=A100_POOL)
-    with pytest.raises(exceptions.BadRequest, match="encryption_spec.kms_key_name"):
+    with pytest.raises(exceptions.BadRequest, match=r"encryption_spec\.kms_key_name"):
         job_client.create_custom_job(parent=PARENT, custom_job=job)
 
     job.encryption_spec.kms_key_name = KEY
