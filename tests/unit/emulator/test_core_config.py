@@ -34,6 +34,10 @@ def test_example_config_loads_and_drives_an_emulator() -> None:
     assert config.default_outcome.duration_seconds == 600
     assert config.time_scale == 60
     assert parse_rules(config.faults)  # the transports' parser accepts the example's faults
+    assert config.spot.preempt_after == 1800
+    assert [reservation.count for reservation in config.reservations] == [2]
+    assert config.refusals.quota_when_exceeded == "queue"
+    assert config.refusals.offered_accelerators["us-east4"] == {"NVIDIA_H100_80GB", "NVIDIA_L4"}
 
     emulator = Emulator(config, SimulatedClock(time_scale=0, start=START))
     resource = emulator.get_persistent_resource(
