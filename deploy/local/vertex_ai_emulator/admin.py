@@ -131,7 +131,7 @@ class AdminApi:
         return to_rest_dict(self._emulator.put_persistent_resource(resource))
 
     def _reservations(self, query: Query, body: Any) -> dict[str, Any]:
-        return {"reservations": self._emulator.state_snapshot()["reservations"]}
+        return {"reservations": self._emulator.reservations()}
 
     def _put_reservation(self, query: Query, body: Any) -> dict[str, Any]:
         return self._emulator.put_reservation(_require_object(body))

@@ -320,6 +320,12 @@ class Emulator:
                 if entry["name"] == reservation.name
             )
 
+    def reservations(self) -> list[dict[str, Any]]:
+        """Every reservation with its VMs in use and free, JSON-friendly."""
+        with self._lock:
+            self._catch_up()
+            return self._reservations.snapshot()
+
     def set_spot(self, changes: Mapping[str, Any]) -> dict[str, Any]:
         """Change the `spot` settings ``changes`` names until the next reset; `preempt_after`
         applies to Spot jobs that start RUNNING from now on."""
