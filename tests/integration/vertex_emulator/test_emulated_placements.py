@@ -206,6 +206,40 @@ def test_the_compute_client_reads_a_reservation_with_its_vms_in_use(
     )
 
 
+def test_the_compute_read_answers_computes_rest_json(admin, emulator_server):
+    # The shape the dispatcher's Compute adapter reads, without any client library in between.
+    admin.call("PUT", "reservations", _reservation(count=3))
+    status, body = raw_rest_call(
+        emulator_server.rest_url,
+        "GET",
+        f"/compute/v1/projects/{PROJECT}/zones/{ZONE}/reservations/a100-res",
+    )
+    assert status == 200
+    zone_url = f"https://www.googleapis.com/compute/v1/projects/{PROJECT}/zones/{ZONE}"
+    assert body | {"id": "ID", "creationTimestamp": "T"} == {
+        "kind": "compute#reservation",
+        "id": "ID",
+        "creationTimestamp": "T",
+        "name": "a100-res",
+        "zone": zone_url,
+        "selfLink": f"{zone_url}/reservations/a100-res",
+        "specificReservation": {
+            "instanceProperties": {
+                "machineType": "a2-highgpu-1g",
+                "guestAccelerators": [
+                    {"acceleratorType": "nvidia-tesla-a100", "acceleratorCount": 1}
+                ],
+            },
+            "count": "3",
+            "inUseCount": "0",
+            "assuredCount": "3",
+        },
+        "specificReservationRequired": False,
+        "status": "READY",
+        "shareSettings": {"shareType": "LOCAL"},
+    }
+
+
 def test_a_missing_reservation_is_compute_not_found(reservations_client, emulator_server):
     with pytest.raises(exceptions.NotFound, match="was not found"):
         reservations_client.get(project=PROJECT, zone=ZONE, reservation="nope")

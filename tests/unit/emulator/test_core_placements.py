@@ -327,6 +327,20 @@ def test_with_refuse_a_create_over_the_remaining_quota_is_resource_exhausted(
     assert other_region.name
 
 
+def test_with_refuse_an_any_reservation_job_a_reservation_has_room_for_needs_no_quota() -> None:
+    emulator = new_emulator(
+        quota_when_exceeded="refuse",
+        quota={"on_demand": {REGION: {A100: 0}}},
+        reservations=[_reservation(count=1)],
+    )
+    any_reservation = _reserved_job(affinity=_affinity("ANY_RESERVATION"))
+    created = emulator.create_custom_job(PARENT, any_reservation)
+    emulator.advance_clock(PROVISIONING)
+    assert state_of(emulator, created.name) == "JOB_STATE_RUNNING"
+    error = _refused(emulator, any_reservation)  # the reservation is full now: quota decides
+    assert error.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
 def test_with_queue_a_job_over_quota_is_created_and_waits() -> None:
     emulator = new_emulator(quota={"on_demand": {REGION: {A100: 0}}})
     created = emulator.create_custom_job(PARENT, job())
