@@ -24,6 +24,8 @@ from google.api_core import exceptions
 from google.auth.credentials import AnonymousCredentials
 from google.cloud import aiplatform_v1
 
+from emulator_stack.observe import VertexAdmin
+
 pytestmark = pytest.mark.integration
 
 JobState = aiplatform_v1.JobState
@@ -260,3 +262,23 @@ def test_faults_hit_the_compute_read_too(reservations_client, admin):
     assert reservations_client.get(project=PROJECT, zone=ZONE, reservation="a100-res").name
     records = admin.requests("GetReservation")
     assert [record["injectedFault"] for record in records] == [True, False]
+
+
+def test_the_stacks_admin_helpers_steer_the_new_settings(admin, emulator_server):
+    vertex = VertexAdmin(emulator_server.rest_host)
+    vertex.set_spot_preemption("10m")
+    vertex.set_create_refusals(quota_when_exceeded="refuse", offered_accelerators={REGION: [A100]})
+    vertex.set_quota("preemptible", REGION, A100, 2)
+    reservation = vertex.put_reservation(**_reservation(count=1))
+    assert (reservation["name"], reservation["free"]) == (RESERVATION, 1)
+    assert vertex.put_reservation(name=RESERVATION, count=3)["free"] == 3
+
+    state = admin.call("GET", "state")
+    assert state["spot"] == {"preempt_after": 600.0}
+    assert state["refusals"] == {
+        "quota_when_exceeded": "refuse",
+        "offered_accelerators": {REGION: [A100]},
+    }
+    assert state["quota"]["preemptible"][REGION][A100]["limit"] == 2
+    vertex.set_spot_preemption(None)
+    assert admin.call("GET", "spot") == {"preempt_after": None}
