@@ -30,6 +30,7 @@ from shared.policy.classify import classify
 from vertex_ai_emulator import failures
 from vertex_ai_emulator.errors import ConfigError, EmulatorError
 from vertex_ai_emulator.quota import QuotaKind, quota_metric
+from vertex_ai_emulator.reservations import parse_reservation_name
 
 REGION = "us-central1"
 A100 = "NVIDIA_TESLA_A100"
@@ -496,3 +497,47 @@ def test_a_compute_gpu_name_is_accepted_in_a_reservation() -> None:
 def test_our_classifier_reads_the_new_failures_as_capacity(error: Any) -> None:
     failed = aiplatform_v1.CustomJob(state=aiplatform_v1.JobState.JOB_STATE_FAILED, error=error)
     assert classify(failed).failure == FailureClass.CAPACITY
+
+
+@pytest.mark.parametrize(
+    ("name", "parsed"),
+    [
+        (RESERVATION, ("acme-ml", "us-central1-a", "a100-res")),
+        (RESERVATION_BY_NUMBER, ("123456789012", "us-central1-a", "a100-res")),
+        ("projects/acme-ml/zones/us-central1/reservations/a100-res", None),  # a region
+        ("projects/acme-ml/zones/us-central1-a/reservations/A100", None),  # not a Compute name
+        ("projects/acme-ml/zones/us-central1-a/reservations/", None),
+        ("a100-res", None),
+    ],
+)
+def test_reservation_names(name: str, parsed: tuple[str, str, str] | None) -> None:
+    assert parse_reservation_name(name) == parsed
+
+
+def test_a_reservation_without_gpus_takes_jobs_without_gpus() -> None:
+    emulator = new_emulator(
+        reservations=[{"name": RESERVATION, "machine_type": "n2-standard-8", "count": 1}]
+    )
+    cpu_pool = pool("n2-standard-8", accelerator=None)
+    cpu_pool["machineSpec"]["reservationAffinity"] = _affinity()
+    created = emulator.create_custom_job(PARENT, job(pools=[cpu_pool]))
+    emulator.advance_clock(PROVISIONING)
+    assert state_of(emulator, created.name) == "JOB_STATE_RUNNING"
+    assert emulator.get_reservation("acme-ml", "us-central1-a", "a100-res")[
+        "specificReservation"
+    ] == {
+        "instanceProperties": {"machineType": "n2-standard-8"},
+        "count": "1",
+        "inUseCount": "1",
+        "assuredCount": "1",
+    }
+
+
+def test_a_missing_reservation_is_not_found_in_computes_words() -> None:
+    emulator = new_emulator()
+    with pytest.raises(EmulatorError) as raised:
+        emulator.get_reservation("acme-ml", "us-central1-a", "nope")
+    assert (raised.value.code, raised.value.message) == (
+        grpc.StatusCode.NOT_FOUND,
+        "The resource 'projects/acme-ml/zones/us-central1-a/reservations/nope' was not found",
+    )
