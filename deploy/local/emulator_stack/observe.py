@@ -2,7 +2,8 @@
 
 - the run ledger (Firestore) through ``shared.adapters.ledger``;
 - a topic (alerts, completions) through a pull subscription made for the reader;
-- the Vertex AI emulator's request log, jobs and admin API (capacity, outcome rules, clock);
+- the Vertex AI emulator's request log, jobs and admin API (capacity, quota, reservations, Spot
+  preemption, create-time refusals);
 - objects written to the Cloud Storage emulator, as an uploader would.
 """
 
@@ -60,6 +61,27 @@ class VertexAdmin:
     def set_capacity(self, region: str, accelerator: str, count: int) -> None:
         body = {"region": region, "acceleratorType": accelerator, "count": count}
         http_json("PUT", self._admin + "capacity", body)
+
+    def set_quota(self, kind: str, region: str, accelerator: str, count: int | None) -> None:
+        """Limit (None: lift) a GPU quota, `kind` `on_demand` or `preemptible`."""
+        body = {"kind": kind, "region": region, "acceleratorType": accelerator, "count": count}
+        http_json("PUT", self._admin + "quota", body)
+
+    def put_reservation(self, **fields: Any) -> dict[str, Any]:
+        """Add a Compute Engine reservation (`name`, `machine_type`, `accelerator_type`,
+        `accelerator_count`, `count`), or change the keys given of one: `name` and `count`
+        resize it. Answers it with its VMs `in_use` and `free`."""
+        answer: dict[str, Any] = http_json("PUT", self._admin + "reservations", fields)
+        return answer
+
+    def set_spot_preemption(self, after: str | float | None) -> None:
+        """Preempt Spot jobs this long ("10m", seconds) after they start RUNNING; None: never."""
+        http_json("PUT", self._admin + "spot", {"preempt_after": after})
+
+    def set_create_refusals(self, **changes: Any) -> None:
+        """`quota_when_exceeded` ("queue" or "refuse") and/or `offered_accelerators`
+        ({region: [types]}, a region mapped to None offers everything)."""
+        http_json("PUT", self._admin + "createRefusals", changes)
 
     def reset(self) -> None:
         http_json("POST", self._admin + "reset", {})

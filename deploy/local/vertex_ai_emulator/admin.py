@@ -1,7 +1,8 @@
 """The admin API under `/emulator/v1/` on the REST port: what tests use to steer the emulator.
 
-Health, the request log, reset, the core's state, capacity, persistent resources, outcome rules,
-the simulated clock, timings and fault rules; JSON in and out. Admin calls are never recorded in
+Health, the request log, reset, the core's state, capacity, quota, persistent resources,
+reservations, Spot preemption, create-time refusals, outcome rules, the simulated clock, timings
+and fault rules; JSON in and out. Admin calls are never recorded in
 the request log, which holds the Vertex AI calls only. Every endpoint is documented in
 docs/vertex-ai-emulator.md.
 """
@@ -48,6 +49,12 @@ class AdminApi:
             ("PUT", "capacity"): self._set_capacity,
             ("PUT", "quota"): self._set_quota,
             ("PUT", "persistentResources"): self._put_persistent_resource,
+            ("GET", "reservations"): self._reservations,
+            ("PUT", "reservations"): self._put_reservation,
+            ("GET", "spot"): self._spot,
+            ("PUT", "spot"): self._set_spot,
+            ("GET", "createRefusals"): self._refusals,
+            ("PUT", "createRefusals"): self._set_refusals,
             ("POST", "outcomes"): self._add_outcome_rule,
             ("DELETE", "outcomes"): self._clear_outcome_rules,
             ("GET", "clock"): self._clock,
@@ -122,6 +129,24 @@ class AdminApi:
     def _put_persistent_resource(self, query: Query, body: Any) -> dict[str, Any]:
         resource = from_rest_dict(aiplatform_v1.PersistentResource, _require_object(body))
         return to_rest_dict(self._emulator.put_persistent_resource(resource))
+
+    def _reservations(self, query: Query, body: Any) -> dict[str, Any]:
+        return {"reservations": self._emulator.reservations()}
+
+    def _put_reservation(self, query: Query, body: Any) -> dict[str, Any]:
+        return self._emulator.put_reservation(_require_object(body))
+
+    def _spot(self, query: Query, body: Any) -> dict[str, Any]:
+        return self._emulator.spot()
+
+    def _set_spot(self, query: Query, body: Any) -> dict[str, Any]:
+        return self._emulator.set_spot(_require_object(body))
+
+    def _refusals(self, query: Query, body: Any) -> dict[str, Any]:
+        return self._emulator.refusals()
+
+    def _set_refusals(self, query: Query, body: Any) -> dict[str, Any]:
+        return self._emulator.set_refusals(_require_object(body))
 
     def _add_outcome_rule(self, query: Query, body: Any) -> dict[str, Any]:
         return self._emulator.add_outcome_rule(_require_object(body))

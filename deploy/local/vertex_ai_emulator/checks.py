@@ -2,13 +2,15 @@
 
 Field errors are gathered and reported together in the service's format
 (`List of found errors:\t1.Field: custom_job.display_name; Message: Required field is not set.\t`),
-one stage at a time: the job's own fields, then the FLEX_START rules, then the persistent resource.
-Only checks the real service is known to make live here.
+one stage at a time: the job's own fields, then the FLEX_START rules, then the reservation
+affinity, then the GPU types the region offers (`offered_accelerators`), then the persistent
+resource (with its CMEK key). The quota refusal (`quota_when_exceeded: refuse`) needs the
+simulation's state and lives in core.py.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -18,10 +20,19 @@ from vertex_ai_emulator.errors import failed_precondition, invalid_argument
 from vertex_ai_emulator.persistent import RUNNING
 from vertex_ai_emulator.placement import (
     FLEX_START,
+    SPOT,
+    AffinityType,
     active_pools,
     machine_config,
     matching_resource_pool,
     resource_pool_capacity,
+)
+from vertex_ai_emulator.reservations import (
+    NAME_FORM,
+    RESERVATION_NAME_KEY,
+    Reservation,
+    describe_machine,
+    parse_reservation_name,
 )
 
 MAX_DISPLAY_NAME_LENGTH = 128
@@ -47,6 +58,10 @@ FLEX_START_ACCELERATORS = frozenset(
 REQUIRED = "Required field is not set"
 
 PersistentResourceLookup = Callable[[str], aiplatform_v1.PersistentResource | None]
+ReservationLookup = Callable[[str], Reservation | None]
+OfferedAccelerators = Mapping[str, frozenset[str]]
+# The message the chain's dispatcher matches (shared/adapters/vertex.py): keep it exact.
+NOT_OFFERED_MESSAGE = "Accelerator type {accelerator} is not supported in location {region}."
 
 
 @dataclass(frozen=True)
@@ -61,8 +76,12 @@ def check_new_job(
     job: aiplatform_v1.CustomJob,
     persistent_resource_name: str | None,
     lookup_persistent_resource: PersistentResourceLookup,
+    *,
+    region: str = "",
+    lookup_reservation: ReservationLookup | None = None,
+    offered_accelerators: OfferedAccelerators | None = None,
 ) -> None:
-    """Raise EmulatorError if the service would refuse to create `job`.
+    """Raise EmulatorError if the service would refuse to create `job` in `region`.
 
     `persistent_resource_name` is the canonical name `job_spec.persistent_resource_id` refers to
     (None when the job does not use one).
@@ -70,6 +89,9 @@ def check_new_job(
     _raise_if_any(_field_violations(job))
     if job.job_spec.scheduling.strategy == FLEX_START:
         _raise_if_any(_flex_start_violations(job))
+    _raise_if_any(_reservation_violations(job, region, lookup_reservation or (lambda _: None)))
+    if persistent_resource_name is None:
+        check_offered(job, region, offered_accelerators or {})
     if persistent_resource_name is not None:
         _check_persistent_resource(
             job, persistent_resource_name, lookup_persistent_resource(persistent_resource_name)
@@ -227,6 +249,128 @@ def _check_persistent_resource(
             f"run jobs."
         )
     _raise_if_any(_resource_pool_violations(job, resource))
+    _check_encryption(job, resource_name, resource)
+
+
+def check_offered(job: aiplatform_v1.CustomJob, region: str, offered: OfferedAccelerators) -> None:
+    """INVALID_ARGUMENT for the first GPU type the region does not offer (a region not listed in
+    `offered` offers every type). Jobs on a persistent resource are not checked: its pools
+    were made with the GPUs the region has."""
+    allowed = offered.get(region)
+    if allowed is None:
+        return
+    for _, pool in active_pools(job):
+        config = machine_config(pool)
+        if config.has_gpus and config.accelerator_type not in allowed:
+            raise invalid_argument(
+                NOT_OFFERED_MESSAGE.format(accelerator=config.accelerator_type, region=region)
+            )
+
+
+def _check_encryption(
+    job: aiplatform_v1.CustomJob, resource_name: str, resource: aiplatform_v1.PersistentResource
+) -> None:
+    # A job on a persistent resource runs on the resource's disks and VMs: its CMEK key must be
+    # the resource's (none and none match).
+    job_key = job.encryption_spec.kms_key_name
+    resource_key = resource.encryption_spec.kms_key_name
+    if job_key != resource_key:
+        raise invalid_argument(
+            f"The CustomJob's encryption_spec.kms_key_name ({job_key or 'not set'}) must be the "
+            f"same as the encryption_spec.kms_key_name of persistent resource {resource_name} "
+            f"({resource_key or 'not set'})."
+        )
+
+
+def _reservation_violations(
+    job: aiplatform_v1.CustomJob, region: str, lookup: ReservationLookup
+) -> list[FieldViolation]:
+    pools = active_pools(job)
+    affinities = {index: pool.machine_spec.reservation_affinity for index, pool in pools}
+    kinds = {AffinityType(affinity.reservation_affinity_type) for affinity in affinities.values()}
+    uses = kinds & {AffinityType.SPECIFIC_RESERVATION, AffinityType.ANY_RESERVATION}
+    if not uses:
+        return []
+    if len(kinds) > 1 or len({tuple(affinity.values) for affinity in affinities.values()}) > 1:
+        return [
+            FieldViolation(
+                "custom_job.job_spec.worker_pool_specs",
+                "All worker pools must use the same machine_spec.reservation_affinity",
+            )
+        ]
+    strategy = job.job_spec.scheduling.strategy
+    if strategy in (SPOT, FLEX_START) or job.job_spec.persistent_resource_id:
+        what = (
+            "job_spec.persistent_resource_id"
+            if job.job_spec.persistent_resource_id
+            else f"scheduling.strategy {aiplatform_v1.Scheduling.Strategy(strategy).name}"
+        )
+        return [
+            FieldViolation(
+                "custom_job.job_spec.worker_pool_specs[0].machine_spec.reservation_affinity",
+                f"A reservation affinity cannot be combined with {what}: only on-demand VMs "
+                f"consume reservations",
+            )
+        ]
+    if len({machine_config(pool) for _, pool in pools}) > 1:
+        return [
+            FieldViolation(
+                "custom_job.job_spec.worker_pool_specs",
+                "With a reservation affinity all worker pools must use the same machine "
+                "configuration",
+            )
+        ]
+    if AffinityType.SPECIFIC_RESERVATION not in kinds:
+        return []
+    return _specific_reservation_violations(pools, region, lookup)
+
+
+def _specific_reservation_violations(
+    pools: list[tuple[int, aiplatform_v1.WorkerPoolSpec]], region: str, lookup: ReservationLookup
+) -> list[FieldViolation]:
+    index, pool = pools[0]
+    where = f"custom_job.job_spec.worker_pool_specs[{index}].machine_spec.reservation_affinity"
+    affinity = pool.machine_spec.reservation_affinity
+    if affinity.key != RESERVATION_NAME_KEY:
+        return [
+            FieldViolation(
+                f"{where}.key",
+                f"With SPECIFIC_RESERVATION the key must be {RESERVATION_NAME_KEY}, got "
+                f"{affinity.key!r}",
+            )
+        ]
+    if len(affinity.values) != 1 or parse_reservation_name(affinity.values[0]) is None:
+        return [
+            FieldViolation(
+                f"{where}.values",
+                f"With SPECIFIC_RESERVATION give exactly one reservation name, {NAME_FORM}; "
+                f"got {list(affinity.values)}",
+            )
+        ]
+    name = affinity.values[0]
+    reservation = lookup(name)
+    if reservation is None:
+        return [FieldViolation(f"{where}.values", f"Reservation {name} does not exist")]
+    if reservation.region != region:
+        return [
+            FieldViolation(
+                f"{where}.values",
+                f"Reservation {name} is in zone {reservation.zone}, which is not in the job's "
+                f"location {region} (its zones are {region}-a, -b, ...)",
+            )
+        ]
+    config = machine_config(pool)
+    accelerator = config.accelerator_type if config.has_gpus else ""
+    count = config.accelerator_count if accelerator else 0
+    if not reservation.matches(config.machine_type, accelerator, count):
+        return [
+            FieldViolation(
+                f"custom_job.job_spec.worker_pool_specs[{index}].machine_spec",
+                f"The machine ({describe_machine(config.machine_type, accelerator, count)}) does "
+                f"not match reservation {name} ({reservation.describe_machine()})",
+            )
+        ]
+    return []
 
 
 def _resource_pool_violations(

@@ -21,8 +21,11 @@ from vertex_ai_emulator.errors import ConfigError
 from vertex_ai_emulator.joblogs import LogSettings, log_settings_from_dict
 from vertex_ai_emulator.outcomes import Outcome, OutcomeRule
 from vertex_ai_emulator.quota import QuotaKind
+from vertex_ai_emulator.reservations import Reservation, reservation_from_dict
 
 WHEN_FULL_CHOICES = ("queue", "reject")
+QUOTA_WHEN_EXCEEDED_CHOICES = ("queue", "refuse")
+SPOT_KEYS = frozenset({"preempt_after"})
 DEFAULT_UNLISTED_CAPACITY = 64
 
 TOP_LEVEL_KEYS = frozenset(
@@ -40,6 +43,10 @@ TOP_LEVEL_KEYS = frozenset(
         "time_scale",
         "faults",
         "job_logs",
+        "spot",
+        "reservations",
+        "quota_when_exceeded",
+        "offered_accelerators",
     }
 )
 TIMELINE_KEYS = frozenset({"at", "region", "accelerator", "set"})
@@ -57,6 +64,25 @@ class Timings:
     # by default (0: the error comes with the state), as the suites read failed jobs at the
     # instant of their end (docs/vertex-ai-emulator.md says which and why).
     error_delay: float = 0.0
+
+
+@dataclass(frozen=True)
+class SpotSettings:
+    """How Spot (`scheduling.strategy: SPOT`) jobs are treated."""
+
+    # Simulated seconds RUNNING after which a Spot job is preempted; None: never.
+    preempt_after: float | None = None
+
+
+@dataclass(frozen=True)
+class CreateRefusals:
+    """What CreateCustomJob refuses at once, beyond the request checks (checks.py)."""
+
+    # `queue`: a job over its remaining GPU quota waits QUEUED (the documented behaviour);
+    # `refuse`: the create is answered RESOURCE_EXHAUSTED (HTTP 429) with the quota metric.
+    quota_when_exceeded: str = "queue"
+    # {region: accelerator types offered there}; a region not listed offers every type.
+    offered_accelerators: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -91,6 +117,9 @@ class EmulatorConfig:
     time_scale: float = 1.0
     faults: tuple[Mapping[str, Any], ...] = ()  # interpreted by the transports, not the core
     job_logs: LogSettings = field(default_factory=LogSettings)  # simulated ml_job log entries
+    spot: SpotSettings = field(default_factory=SpotSettings)
+    reservations: tuple[Reservation, ...] = ()  # Compute Engine reservations (reservations.py)
+    refusals: CreateRefusals = field(default_factory=CreateRefusals)
 
     @classmethod
     def default(cls) -> EmulatorConfig:
@@ -131,6 +160,15 @@ class EmulatorConfig:
             time_scale=_time_scale(raw.get("time_scale", 1.0)),
             faults=tuple(_faults(raw.get("faults", []))),
             job_logs=log_settings_from_dict(raw.get("job_logs", {})),
+            spot=spot_from_dict(raw.get("spot", {})),
+            reservations=_reservations(raw.get("reservations", [])),
+            refusals=refusals_from_dict(
+                {
+                    key: raw[key]
+                    for key in ("quota_when_exceeded", "offered_accelerators")
+                    if key in raw
+                }
+            ),
         )
 
     def parsed_persistent_resources(self) -> list[aiplatform_v1.PersistentResource]:
@@ -289,3 +327,65 @@ def _faults(raw: Any) -> list[Mapping[str, Any]]:
     for index, fault in enumerate(faults):
         _mapping(fault, f"faults[{index}]")
     return faults
+
+
+def spot_from_dict(raw: Any, base: SpotSettings | None = None) -> SpotSettings:
+    """``base`` (the defaults when None) with the `spot` keys ``raw`` names changed;
+    `preempt_after: null` means never."""
+    entries = _mapping(raw, "spot")
+    unknown = sorted(set(entries) - SPOT_KEYS)
+    if unknown:
+        raise ConfigError(
+            f"spot: unknown key(s) {', '.join(unknown)}; allowed: {sorted(SPOT_KEYS)}"
+        )
+    settings = base or SpotSettings()
+    if "preempt_after" in entries:
+        value = entries["preempt_after"]
+        seconds = None if value is None else _seconds(value, "spot.preempt_after")
+        settings = replace(settings, preempt_after=seconds)
+    return settings
+
+
+def _reservations(raw: Any) -> tuple[Reservation, ...]:
+    reservations: dict[str, Reservation] = {}
+    for index, entry in enumerate(_list(raw, "reservations")):
+        reservation = reservation_from_dict(entry, f"reservations[{index}]")
+        if reservation.name in reservations:
+            raise ConfigError(f"reservations[{index}].name: {reservation.name} is listed twice")
+        reservations[reservation.name] = reservation
+    return tuple(reservations.values())
+
+
+def refusals_from_dict(raw: Any, base: CreateRefusals | None = None) -> CreateRefusals:
+    """``base`` (the defaults when None) with `quota_when_exceeded` and/or
+    `offered_accelerators` changed; in `offered_accelerators`, a region mapped to null offers
+    every type again."""
+    entries = _mapping(raw, "refusals")
+    allowed = {"quota_when_exceeded", "offered_accelerators"}
+    unknown = sorted(set(entries) - allowed)
+    if unknown:
+        raise ConfigError(f"unknown key(s) {', '.join(unknown)}; allowed: {sorted(allowed)}")
+    refusals = base or CreateRefusals()
+    if "quota_when_exceeded" in entries:
+        mode = entries["quota_when_exceeded"]
+        if mode not in QUOTA_WHEN_EXCEEDED_CHOICES:
+            raise ConfigError(
+                f"quota_when_exceeded: {mode!r} is not one of "
+                f"{', '.join(QUOTA_WHEN_EXCEEDED_CHOICES)}"
+            )
+        refusals = replace(refusals, quota_when_exceeded=mode)
+    if "offered_accelerators" in entries:
+        offered = dict(refusals.offered_accelerators)
+        for region, accelerators in _mapping(
+            entries["offered_accelerators"], "offered_accelerators"
+        ).items():
+            where = f"offered_accelerators.{region}"
+            if accelerators is None:
+                offered.pop(str(region), None)
+                continue
+            offered[str(region)] = frozenset(
+                _accelerator(accelerator, f"{where}[{index}]")
+                for index, accelerator in enumerate(_list(accelerators, where))
+            )
+        refusals = replace(refusals, offered_accelerators=offered)
+    return refusals

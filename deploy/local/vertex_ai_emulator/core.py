@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import grpc
 from google.cloud import aiplatform_v1
 from google.longrunning import operations_pb2
 from google.protobuf import empty_pb2
@@ -23,8 +24,20 @@ from google.protobuf import empty_pb2
 from vertex_ai_emulator.capacity import GpuCapacity
 from vertex_ai_emulator.checks import check_new_job
 from vertex_ai_emulator.clock import SimulatedClock
-from vertex_ai_emulator.config import EmulatorConfig, timings_from_dict
-from vertex_ai_emulator.errors import ConfigError, failed_precondition, invalid_argument, not_found
+from vertex_ai_emulator.config import (
+    CreateRefusals,
+    EmulatorConfig,
+    refusals_from_dict,
+    spot_from_dict,
+    timings_from_dict,
+)
+from vertex_ai_emulator.errors import (
+    ConfigError,
+    EmulatorError,
+    failed_precondition,
+    invalid_argument,
+    not_found,
+)
 from vertex_ai_emulator.filters import parse_filter
 from vertex_ai_emulator.joblogs import JobLogs, log_settings_from_dict
 from vertex_ai_emulator.names import (
@@ -42,9 +55,11 @@ from vertex_ai_emulator.placement import (
     gpu_demand,
     placement_of,
     quota_kind_of,
+    reservation_request_of,
     resource_pool_demand,
 )
-from vertex_ai_emulator.quota import GpuQuota, QuotaKind
+from vertex_ai_emulator.quota import QUOTA_EXCEEDED_MESSAGE, GpuQuota, QuotaKind, quota_metric
+from vertex_ai_emulator.reservations import Reservations, reservation_from_dict
 from vertex_ai_emulator.simulation import SimulatedJob, Simulation
 
 # The service's default when a FLEX_START job leaves scheduling.max_wait_duration unset.
@@ -70,6 +85,8 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 class Emulator:
     """In-memory Vertex AI CustomJob / PersistentResource service on simulated time."""
 
+    _refusals: CreateRefusals  # set by _load_config; changed by set_refusals until a reset
+
     def __init__(
         self, config: EmulatorConfig | None = None, clock: SimulatedClock | None = None
     ) -> None:
@@ -94,7 +111,15 @@ class Emulator:
             for output_only in OUTPUT_ONLY_JOB_FIELDS:
                 delattr(job, output_only)
             resource_name = self._persistent_resource_name(location, job)
-            check_new_job(job, resource_name, self._resources.get)
+            check_new_job(
+                job,
+                resource_name,
+                self._resources.get,
+                region=location.location,
+                lookup_reservation=self._reservations.get,
+                offered_accelerators=self._refusals.offered_accelerators,
+            )
+            self._refuse_over_quota(job, location.location)
             name = location.child(CUSTOM_JOBS, str(next(self._job_ids)))
             job.name = str(name)
             placement = placement_of(job)
@@ -110,6 +135,7 @@ class Emulator:
                 if placement == Placement.FLEX_START
                 else None,
                 quota_kind=quota_kind_of(job),
+                reservation_request=reservation_request_of(job),
             )
             self._simulation.submit(simulated)
             return aiplatform_v1.CustomJob(job)
@@ -206,6 +232,20 @@ class Emulator:
                 next_page_token=next_token,
             )
 
+    # -- Compute Engine (reservations.get) ------------------------------------------------
+
+    def get_reservation(self, project: str, zone: str, reservation: str) -> dict[str, Any]:
+        """A reservation as Compute Engine's REST API answers it; NOT_FOUND when missing."""
+        with self._lock:
+            self._catch_up()
+            found = self._reservations.get_by_parts(project, zone, reservation)
+            if found is None:
+                raise not_found(
+                    f"The resource 'projects/{project}/zones/{zone}/reservations/{reservation}' "
+                    f"was not found"
+                )
+            return self._reservations.compute_json(found)
+
     # -- admin ----------------------------------------------------------------------------
 
     def state_snapshot(self) -> dict[str, Any]:
@@ -217,6 +257,9 @@ class Emulator:
                 "time_scale": self.clock.time_scale,
                 "capacity": self._capacity.snapshot(),
                 "quota": self._quota.snapshot(),
+                "reservations": self._reservations.snapshot(),
+                "spot": dataclasses.asdict(self._simulation.spot),
+                "refusals": self._describe_refusals(),
                 "queues": self._simulation.queues(),
                 "jobs": [
                     _describe_job(simulated)
@@ -257,6 +300,63 @@ class Emulator:
         with self._lock:
             self._catch_up()
             self._simulation.set_quota(QuotaKind(kind), region, accelerator_type, count)
+
+    def put_reservation(self, raw: Mapping[str, Any]) -> dict[str, Any]:
+        """Add a reservation (config's shape), or change one: keys left out keep their values,
+        so `{"name", "count"}` resizes. VMs held by jobs stay held (a count below them leaves
+        none free until they end). Answers the reservation as `state` shows it."""
+        with self._lock:
+            self._catch_up()
+            name = raw.get("name") if isinstance(raw, Mapping) else None
+            base = self._reservations.get(name) if isinstance(name, str) else None
+            try:
+                reservation = reservation_from_dict(raw, "reservation", base=base)
+            except ConfigError as error:
+                raise invalid_argument(str(error)) from None
+            self._reservations.put(reservation)
+            return next(
+                entry
+                for entry in self._reservations.snapshot()
+                if entry["name"] == reservation.name
+            )
+
+    def reservations(self) -> list[dict[str, Any]]:
+        """Every reservation with its VMs in use and free, JSON-friendly."""
+        with self._lock:
+            self._catch_up()
+            return self._reservations.snapshot()
+
+    def set_spot(self, changes: Mapping[str, Any]) -> dict[str, Any]:
+        """Change the `spot` settings ``changes`` names until the next reset; `preempt_after`
+        applies to Spot jobs that start RUNNING from now on."""
+        with self._lock:
+            self._catch_up()
+            try:
+                self._simulation.spot = spot_from_dict(changes, base=self._simulation.spot)
+            except ConfigError as error:
+                raise invalid_argument(str(error)) from None
+            return dataclasses.asdict(self._simulation.spot)
+
+    def spot(self) -> dict[str, Any]:
+        """The `spot` settings in force (`preempt_after` in seconds, None: never)."""
+        with self._lock:
+            return dataclasses.asdict(self._simulation.spot)
+
+    def set_refusals(self, changes: Mapping[str, Any]) -> dict[str, Any]:
+        """Change `quota_when_exceeded` and/or `offered_accelerators` (per region; null offers
+        everything again) until the next reset; they apply to creates from now on."""
+        with self._lock:
+            self._catch_up()
+            try:
+                self._refusals = refusals_from_dict(changes, base=self._refusals)
+            except ConfigError as error:
+                raise invalid_argument(str(error)) from None
+            return self._describe_refusals()
+
+    def refusals(self) -> dict[str, Any]:
+        """`quota_when_exceeded` and `offered_accelerators` in force."""
+        with self._lock:
+            return self._describe_refusals()
 
     def put_persistent_resource(
         self, resource: aiplatform_v1.PersistentResource
@@ -343,6 +443,10 @@ class Emulator:
         self._capacity = GpuCapacity(config.capacity, config.unlisted_capacity)
         self._quota = GpuQuota(config.quota)
         self._resources = PersistentResources()
+        self._reservations = Reservations(self._directory, self.clock.now())
+        for reservation in config.reservations:
+            self._reservations.put(reservation)
+        self._refusals = config.refusals
         self._outcome_rules = OutcomeRules(config.outcome_rules, config.default_outcome)
         self._operations: dict[str, operations_pb2.Operation] = {}
         self._logs.clear()
@@ -356,6 +460,8 @@ class Emulator:
             capacity_timeline=config.capacity_timeline,
             quota=self._quota,
             logs=self._logs,
+            reservations=self._reservations,
+            spot=config.spot,
         )
         for resource in config.parsed_persistent_resources():
             self._store_persistent_resource(resource)
@@ -369,6 +475,33 @@ class Emulator:
         canonical = aiplatform_v1.PersistentResource(resource)
         canonical.name = str(self._directory.parse_resource(resource.name, PERSISTENT_RESOURCES))
         return self._resources.put(canonical, self._simulation.now)
+
+    def _refuse_over_quota(self, job: aiplatform_v1.CustomJob, region: str) -> None:
+        # `quota_when_exceeded: refuse`: answer 429 at once where the documented service keeps
+        # the job QUEUED. An ANY_RESERVATION job a reservation has room for uses no quota.
+        kind = quota_kind_of(job)
+        if self._refusals.quota_when_exceeded != "refuse" or kind is None:
+            return
+        request = reservation_request_of(job)
+        if request is not None and self._reservations.any_with_room(
+            region, request.machine, request.replicas
+        ):
+            return
+        exceeded = self._quota.exceeded(kind, region, gpu_demand(job))
+        if exceeded:
+            metrics = ", ".join(quota_metric(kind, accelerator) for accelerator in exceeded)
+            raise EmulatorError(
+                grpc.StatusCode.RESOURCE_EXHAUSTED, QUOTA_EXCEEDED_MESSAGE.format(metrics=metrics)
+            )
+
+    def _describe_refusals(self) -> dict[str, Any]:
+        return {
+            "quota_when_exceeded": self._refusals.quota_when_exceeded,
+            "offered_accelerators": {
+                region: sorted(accelerators)
+                for region, accelerators in sorted(self._refusals.offered_accelerators.items())
+            },
+        }
 
     def _find_job(self, name: str) -> SimulatedJob:
         canonical = str(self._directory.parse_resource(name, CUSTOM_JOBS))
@@ -434,6 +567,7 @@ def _describe_job(simulated: SimulatedJob) -> dict[str, Any]:
         "gpus": simulated.gpu_demand,
         "quota": simulated.quota_kind.value if simulated.quota_kind else None,
         "persistent_resource": simulated.persistent_resource,
+        "reservation": simulated.reservation,
         "pool_replicas": simulated.pool_demand,
         "outcome": simulated.outcome.to_dict(),
         "labels": dict(simulated.job.labels),

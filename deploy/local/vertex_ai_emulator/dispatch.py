@@ -18,7 +18,7 @@ from typing import Any
 import grpc
 from google.cloud import aiplatform_v1
 from google.longrunning import operations_pb2
-from google.protobuf import empty_pb2
+from google.protobuf import empty_pb2, struct_pb2
 
 from vertex_ai_emulator.core import Emulator
 from vertex_ai_emulator.errors import EmulatorError
@@ -29,6 +29,9 @@ from vertex_ai_emulator.requestlog import RequestLog, RequestRecord
 JOB_SERVICE = "google.cloud.aiplatform.v1.JobService"
 PERSISTENT_RESOURCE_SERVICE = "google.cloud.aiplatform.v1.PersistentResourceService"
 OPERATIONS_SERVICE = "google.longrunning.Operations"
+# Compute Engine's reservations.get, served over REST only (rest.py), as the compute_v1 client
+# library calls it; its request is recorded as {"project", "zone", "reservation"}.
+COMPUTE_RESERVATIONS_SERVICE = "compute.v1.Reservations"
 
 _LOG = logging.getLogger("vertex_ai_emulator.requests")
 
@@ -41,6 +44,7 @@ class RpcMethod:
     request_type: MessageClass
     response_type: MessageClass
     invoke: Callable[[Emulator, Any], Any]
+    rest_only: bool = False  # not a gRPC method of the emulator (Compute Engine's REST API)
 
 
 def _cancel_custom_job(emulator: Emulator, request: Any) -> empty_pb2.Empty:
@@ -104,7 +108,23 @@ RPC_METHODS: dict[str, RpcMethod] = {
         operations_pb2.Operation,
         lambda emulator, request: emulator.get_operation(request.name),
     ),
+    "GetReservation": RpcMethod(
+        COMPUTE_RESERVATIONS_SERVICE,
+        struct_pb2.Struct,
+        struct_pb2.Struct,
+        lambda emulator, request: emulator.get_reservation(
+            request["project"], request["zone"], request["reservation"]
+        ),
+        rest_only=True,
+    ),
 }
+
+
+def reservation_request(project: str, zone: str, reservation: str) -> struct_pb2.Struct:
+    """The request of a GetReservation call, as the dispatcher takes and records it."""
+    request = struct_pb2.Struct()
+    request.update({"project": project, "zone": zone, "reservation": reservation})
+    return request
 
 
 class Dispatcher:
@@ -170,7 +190,7 @@ class Dispatcher:
             time=rfc3339(arrival),
             transport=transport,
             method=method_name,
-            resource=getattr(request, "name", "") or getattr(request, "parent", ""),
+            resource=_resource_of(request),
             request=to_rest_dict(request),
             status=status.name,
             injected_fault=fault is not None,
@@ -178,3 +198,13 @@ class Dispatcher:
         self.request_log.append(record)
         if _LOG.isEnabledFor(logging.DEBUG):
             _LOG.debug(json.dumps(record.to_json_dict(), separators=(",", ":")))
+
+
+def _resource_of(request: Any) -> str:
+    if isinstance(request, struct_pb2.Struct):  # GetReservation
+        fields = dict(request.items())
+        return (
+            f"projects/{fields['project']}/zones/{fields['zone']}"
+            f"/reservations/{fields['reservation']}"
+        )
+    return getattr(request, "name", "") or getattr(request, "parent", "")

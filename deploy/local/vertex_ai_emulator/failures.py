@@ -26,6 +26,16 @@ PERSISTENT_RESOURCE_FULL_MESSAGE = (
     "Resources are insufficient in persistent resource {resource}: the job needs {needed} "
     "but only {free} are free in its resource pools."
 )
+# A Spot preemption ends as a stockout (the project's design: the placement had no capacity to
+# keep the job), so the message carries the stockout wording after saying what happened.
+SPOT_PREEMPTED_MESSAGE = (
+    "The job was preempted: Compute Engine reclaimed the Spot VMs of its replicas. "
+    "Resources are insufficient in region: {region}. Please try a different region."
+)
+RESERVATION_FULL_MESSAGE = (
+    "Reservation {reservation} has insufficient capacity: resources are insufficient in zone "
+    "{zone}. The job needs {needed} VMs but only {free} of the reservation's {count} are free."
+)
 USER_ERROR_MESSAGE = (
     "The replica workerpool0-0 exited with a non-zero status of {exit_code}. "
     "To find out more about why your job exited please check the logs: {logs_url}"
@@ -56,6 +66,21 @@ def persistent_resource_full(resource: str, needed: str, free: str) -> status_pb
     """A job the persistent resource has no free replicas for (`persistent_resource_when_full:
     reject`)."""
     message = PERSISTENT_RESOURCE_FULL_MESSAGE.format(resource=resource, needed=needed, free=free)
+    return _status(code_pb2.RESOURCE_EXHAUSTED, message)
+
+
+def spot_preempted(region: str) -> status_pb2.Status:
+    """A running Spot job whose VMs were reclaimed (`spot.preempt_after`)."""
+    return _status(code_pb2.RESOURCE_EXHAUSTED, SPOT_PREEMPTED_MESSAGE.format(region=region))
+
+
+def reservation_full(
+    reservation: str, zone: str, needed: int, free: int, count: int
+) -> status_pb2.Status:
+    """A job whose reservation has fewer free VMs than it has replicas."""
+    message = RESERVATION_FULL_MESSAGE.format(
+        reservation=reservation, zone=zone, needed=needed, free=free, count=count
+    )
     return _status(code_pb2.RESOURCE_EXHAUSTED, message)
 
 

@@ -25,6 +25,8 @@ def build_service_handlers(dispatcher: Dispatcher) -> list[grpc.GenericRpcHandle
     """A generic handler per gRPC service, serving every method of `RPC_METHODS`."""
     methods_by_service: dict[str, dict[str, grpc.RpcMethodHandler]] = defaultdict(dict)
     for method_name, method in RPC_METHODS.items():
+        if method.rest_only:
+            continue
         methods_by_service[method.service][method_name] = _unary_handler(
             dispatcher, method_name, method
         )

@@ -9,7 +9,7 @@ Rule shape (snake_case keys; a list under `outcome_rules:` in config, or one dic
 
     labels: {team: vision}      # the job's labels include all of these
     display_name: "^resnet-"    # regular expression searched in the job's display_name
-    placement: flex_start       # flex_start | persistent_resource | on_demand
+    placement: flex_start       # flex_start | persistent_resource | spot | reservation | on_demand
     result: user_error          # succeeded (default) | user_error | internal_error | stockout
     duration: 30m               # time RUNNING before it ends ("90s", "30m", "2h", or seconds)
     exit_code: 137              # the exit status a user_error reports (default 1)

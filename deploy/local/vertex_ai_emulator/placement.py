@@ -19,6 +19,8 @@ DEFAULT_BOOT_DISK_TYPE = "pd-ssd"
 DEFAULT_BOOT_DISK_SIZE_GB = 100
 
 FLEX_START = aiplatform_v1.Scheduling.Strategy.FLEX_START
+SPOT = aiplatform_v1.Scheduling.Strategy.SPOT
+AffinityType = aiplatform_v1.ReservationAffinity.Type
 # Strategies whose machines count against the region's preemptible GPU quota (quota.py).
 PREEMPTIBLE_STRATEGIES = frozenset({FLEX_START, aiplatform_v1.Scheduling.Strategy.SPOT})
 
@@ -28,7 +30,19 @@ class Placement(StrEnum):
 
     FLEX_START = "flex_start"  # Dynamic Workload Scheduler: waits for all its GPUs at once
     PERSISTENT_RESOURCE = "persistent_resource"  # replicas of an already running cluster
+    SPOT = "spot"  # like on demand (GPUs now, or a stockout), and may be preempted
+    RESERVATION = "reservation"  # VMs of a Compute Engine reservation (reservations.py)
     ON_DEMAND = "on_demand"  # anything else: GPUs now, or a stockout
+
+
+@dataclass(frozen=True)
+class ReservationRequest:
+    """What a job's `machineSpec.reservationAffinity` asks for: a named reservation
+    (SPECIFIC_RESERVATION), or any matching one (ANY_RESERVATION, `name` None)."""
+
+    name: str | None
+    replicas: int  # VMs it needs: one per replica
+    machine: tuple[str, str, int]  # (machine type, AcceleratorType name or "", GPUs per VM)
 
 
 @dataclass(frozen=True)
@@ -63,12 +77,47 @@ class MachineConfig:
 
 
 def placement_of(job: aiplatform_v1.CustomJob) -> Placement:
-    """How `job` gets its machines."""
+    """How `job` gets its machines (an ANY_RESERVATION job is ON_DEMAND until the simulation
+    finds it a reservation)."""
     if job.job_spec.persistent_resource_id:
         return Placement.PERSISTENT_RESOURCE
     if job.job_spec.scheduling.strategy == FLEX_START:
         return Placement.FLEX_START
+    if job.job_spec.scheduling.strategy == SPOT:
+        return Placement.SPOT
+    if affinity_type_of(job) == AffinityType.SPECIFIC_RESERVATION:
+        return Placement.RESERVATION
     return Placement.ON_DEMAND
+
+
+def affinity_type_of(job: aiplatform_v1.CustomJob) -> AffinityType:
+    """The reservation affinity of the job's first active pool that sets one (the create-time
+    checks make every pool agree)."""
+    for _, pool in active_pools(job):
+        kind = AffinityType(pool.machine_spec.reservation_affinity.reservation_affinity_type)
+        if kind != AffinityType.TYPE_UNSPECIFIED:
+            return kind
+    return AffinityType.TYPE_UNSPECIFIED
+
+
+def reservation_request_of(job: aiplatform_v1.CustomJob) -> ReservationRequest | None:
+    """The reservation the job asks for; None without SPECIFIC_ or ANY_RESERVATION affinity.
+    Read after the create-time checks, which refuse pools that disagree."""
+    kind = affinity_type_of(job)
+    if kind not in (AffinityType.SPECIFIC_RESERVATION, AffinityType.ANY_RESERVATION):
+        return None
+    pools = active_pools(job)
+    first = machine_config(pools[0][1])
+    accelerator = first.accelerator_type if first.has_gpus else ""
+    name = None
+    if kind == AffinityType.SPECIFIC_RESERVATION:
+        values = pools[0][1].machine_spec.reservation_affinity.values
+        name = values[0] if values else ""
+    return ReservationRequest(
+        name=name,
+        replicas=sum(pool.replica_count for _, pool in pools),
+        machine=(first.machine_type, accelerator, first.accelerator_count if accelerator else 0),
+    )
 
 
 def quota_kind_of(job: aiplatform_v1.CustomJob) -> QuotaKind | None:
@@ -76,6 +125,8 @@ def quota_kind_of(job: aiplatform_v1.CustomJob) -> QuotaKind | None:
     machines already."""
     if job.job_spec.persistent_resource_id:
         return None
+    if placement_of(job) == Placement.RESERVATION:
+        return None  # the reservation's VMs are set aside already
     if job.job_spec.scheduling.strategy in PREEMPTIBLE_STRATEGIES:
         return QuotaKind.PREEMPTIBLE
     return QuotaKind.ON_DEMAND

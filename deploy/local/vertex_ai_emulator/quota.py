@@ -24,6 +24,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from enum import StrEnum
 
+# What a create refused for quota says (`quota_when_exceeded: refuse`): the wording of the real
+# service's 429, quoted by third-party reports; the metric names follow Google's per-region quota
+# names ("custom_model_training_nvidia_a100_gpus", its "_preemptible_" twin).
+QUOTA_EXCEEDED_MESSAGE = "The following quota metrics exceed quota limits: {metrics}"
+# AcceleratorType names whose quota metric drops more than "TESLA_" (the H100s come in 80GB only).
+_METRIC_GPU_NAMES = {
+    "NVIDIA_H100_80GB": "nvidia_h100",
+    "NVIDIA_H100_MEGA_80GB": "nvidia_h100_mega",
+    "NVIDIA_H200_141GB": "nvidia_h200",
+}
+
 QuotaLimits = Mapping[str, Mapping[str, Mapping[str, int]]]  # {kind: {region: {accelerator: N}}}
 
 
@@ -32,6 +43,14 @@ class QuotaKind(StrEnum):
 
     ON_DEMAND = "on_demand"
     PREEMPTIBLE = "preemptible"
+
+
+def quota_metric(kind: QuotaKind, accelerator: str) -> str:
+    """The quota metric of a GPU type: aiplatform.googleapis.com/custom_model_training_
+    [preemptible_]<gpu>_gpus, e.g. NVIDIA_TESLA_A100 -> ..._nvidia_a100_gpus."""
+    gpu = _METRIC_GPU_NAMES.get(accelerator, accelerator.lower().replace("tesla_", ""))
+    preemptible = "preemptible_" if kind == QuotaKind.PREEMPTIBLE else ""
+    return f"aiplatform.googleapis.com/custom_model_training_{preemptible}{gpu}_gpus"
 
 
 class GpuQuota:
@@ -75,6 +94,14 @@ class GpuQuota:
             if limit is not None and self.used(kind, region, accelerator) + count > limit:
                 return False
         return True
+
+    def exceeded(self, kind: QuotaKind, region: str, demand: Mapping[str, int]) -> list[str]:
+        """The accelerator types of `demand` over the remaining quota, sorted."""
+        return sorted(
+            accelerator
+            for accelerator, count in demand.items()
+            if not self.fits(kind, region, {accelerator: count})
+        )
 
     def hold(self, holder: str, kind: QuotaKind, region: str, demand: Mapping[str, int]) -> None:
         """Count `demand` GPUs of `holder` (a job name) against the quota until `release`."""

@@ -21,7 +21,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import grpc
 
 from vertex_ai_emulator.admin import ADMIN_PATH_PREFIX, AdminApi
-from vertex_ai_emulator.dispatch import RPC_METHODS, Dispatcher
+from vertex_ai_emulator.dispatch import RPC_METHODS, Dispatcher, reservation_request
 from vertex_ai_emulator.errors import EmulatorError, invalid_argument
 from vertex_ai_emulator.messages import MessageClass, as_protobuf, from_rest_dict, to_rest_dict
 
@@ -31,6 +31,21 @@ _PERSISTENT_RESOURCE = rf"{_LOCATION}/persistentResources/[^/:]+"
 # Operations are named under their resource (delete answers `.../customJobs/ID/operations/N`) or
 # under the location; GetOperation accepts both.
 _OPERATION = rf"{_LOCATION}(?:/[^/:]+/[^/:]+)?/operations/[^/:]+"
+# Compute Engine's reservations.get (compute_v1.ReservationsClient.get over REST).
+COMPUTE_RESERVATION_PATH = re.compile(
+    r"/compute/v1/projects/(?P<project>[^/]+)/zones/(?P<zone>[^/]+)"
+    r"/reservations/(?P<reservation>[^/]+)"
+)
+# Compute Engine's error `reason` for an HTTP status (its v1 error shape has `errors[]`).
+_COMPUTE_REASONS = {
+    400: "invalid",
+    401: "required",
+    403: "forbidden",
+    404: "notFound",
+    409: "conflict",
+    429: "rateLimitExceeded",
+    503: "backendError",
+}
 
 # Query parameters every Google REST API accepts, which are not fields of the request message.
 _SYSTEM_QUERY_PARAMETERS = frozenset({"$alt", "alt", "$.xgafv", "__xgafv", "prettyPrint", "key"})
@@ -111,6 +126,19 @@ def error_body(error: EmulatorError) -> dict[str, Any]:
     }
 
 
+def compute_error_body(error: EmulatorError) -> dict[str, Any]:
+    """Compute Engine's JSON error shape (`errors[]` with domain and reason; no `status`),
+    which `google.api_core.exceptions.from_http_response` reads too."""
+    reason = _COMPUTE_REASONS.get(error.http_status, "backendError")
+    return {
+        "error": {
+            "code": error.http_status,
+            "message": error.message,
+            "errors": [{"message": error.message, "domain": "global", "reason": reason}],
+        }
+    }
+
+
 def _require_object(body: Any) -> dict[str, Any]:
     if body is None:
         return {}
@@ -188,6 +216,8 @@ class VertexRestHandler(BaseHTTPRequestHandler):
             if url.path.startswith(ADMIN_PATH_PREFIX):
                 subpath = url.path.removeprefix(ADMIN_PATH_PREFIX)
                 status, answer = self.server.admin.handle(self.command, subpath, query, body)
+            elif compute := COMPUTE_RESERVATION_PATH.fullmatch(url.path):
+                status, answer = self._call_compute(compute)
             else:
                 status, answer = HTTPStatus.OK, self._call_api(url.path, query, body)
         except EmulatorError as error:
@@ -211,6 +241,22 @@ class VertexRestHandler(BaseHTTPRequestHandler):
         request = build_request(route, resource, query, body)
         response = self.server.dispatcher.call(route.rpc_method, request, transport="rest")
         return to_rest_dict(response, integer_enums=_wants_integer_enums(query))
+
+    def _call_compute(self, path: re.Match[str]) -> tuple[int, Any]:
+        # Only GET is served; errors come in Compute Engine's shape, not Vertex AI's.
+        try:
+            if self.command != "GET":
+                raise EmulatorError(
+                    grpc.StatusCode.UNIMPLEMENTED,
+                    f"The emulator serves only GET on {path.group(0)}.",
+                )
+            request = reservation_request(
+                unquote(path["project"]), unquote(path["zone"]), unquote(path["reservation"])
+            )
+            answer = self.server.dispatcher.call("GetReservation", request, transport="rest")
+            return HTTPStatus.OK, answer
+        except EmulatorError as error:
+            return error.http_status, compute_error_body(error)
 
     def _read_json_body(self) -> Any:
         length = int(self.headers.get("Content-Length") or 0)

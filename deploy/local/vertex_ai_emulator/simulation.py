@@ -14,6 +14,15 @@ Lifecycle (create returns QUEUED; admission happens at the creation instant, on 
   PENDING for `timings.persistent_start`, then RUNNING.
 - anything else (on demand): GPUs free now -> PENDING -> RUNNING; else PENDING for
   `timings.provisioning`, then FAILED with a stockout (code 8). It never waits for capacity.
+- Spot (strategy SPOT): like on demand (and counted against the preemptible quota); once RUNNING,
+  `spot.preempt_after` later (if the run has not ended by then) it is preempted: FAILED, code 8,
+  with a message saying so and the stockout wording.
+- reservation (SPECIFIC_RESERVATION affinity): one VM of the named reservation per replica;
+  enough free VMs -> PENDING for `timings.provisioning` -> RUNNING; else PENDING for
+  `timings.provisioning`, then FAILED, code 8, "Reservation R has insufficient capacity: resources
+  are insufficient in zone Z ...". It never waits. ANY_RESERVATION: the first reservation of the
+  region with the job's machine shape and room for all its replicas (not one that requires
+  specific affinity), else on demand.
 - quota (quota.py), when limited: a job whose GPUs exceed the remaining quota of its kind stays
   QUEUED (FIFO) until jobs end or the limit is raised; FLEX_START jobs wait for quota and
   capacity at once, and their max wait runs meanwhile. On-demand jobs wait for quota only.
@@ -38,15 +47,18 @@ from google.rpc import status_pb2
 
 from vertex_ai_emulator import failures
 from vertex_ai_emulator.capacity import GpuCapacity
-from vertex_ai_emulator.config import CapacityChange, Timings
+from vertex_ai_emulator.config import CapacityChange, SpotSettings, Timings
 from vertex_ai_emulator.joblogs import JobLogs
-from vertex_ai_emulator.names import ResourceName
+from vertex_ai_emulator.names import ProjectDirectory, ResourceName
 from vertex_ai_emulator.outcomes import Outcome, Result
 from vertex_ai_emulator.persistent import PersistentResources
-from vertex_ai_emulator.placement import Placement
+from vertex_ai_emulator.placement import Placement, ReservationRequest
 from vertex_ai_emulator.quota import GpuQuota, QuotaKind
+from vertex_ai_emulator.reservations import Reservations
 
 JobState = aiplatform_v1.JobState
+# Placements that never wait for capacity (they stock out instead), only for quota.
+_NO_CAPACITY_WAIT = frozenset({Placement.ON_DEMAND, Placement.SPOT})
 
 TERMINAL_STATES = frozenset(
     {
@@ -71,6 +83,7 @@ class EventKind(IntEnum):
     PROVISIONED = 4
     WAIT_EXPIRED = 5
     ERROR_SET = 6
+    PREEMPTED = 7  # last: a run that ends at the instant of its preemption succeeds
 
 
 # The state a job must still be in for its event to apply.
@@ -81,6 +94,7 @@ STATE_EXPECTED_BY_EVENT: dict[EventKind, JobState] = {
     EventKind.WAIT_EXPIRED: JobState.JOB_STATE_QUEUED,
     EventKind.CANCEL_DONE: JobState.JOB_STATE_CANCELLING,
     EventKind.ERROR_SET: JobState.JOB_STATE_FAILED,
+    EventKind.PREEMPTED: JobState.JOB_STATE_RUNNING,
 }
 
 
@@ -109,6 +123,9 @@ class SimulatedJob:
     max_wait_seconds: float | None = None  # FLEX_START only; None waits forever
     quota_kind: QuotaKind | None = None  # None: counts against no quota (persistent resource)
     pending_error: status_pb2.Status | None = None  # set on the job at its ERROR_SET event
+    reservation_request: ReservationRequest | None = None  # its reservationAffinity, if any
+    reservation: str | None = None  # the reservation whose VMs it holds (or lacked)
+    stockout_error: status_pb2.Status | None = None  # replaces the stockout's default error
 
     @property
     def key(self) -> str:
@@ -144,6 +161,8 @@ class Simulation:
         capacity_timeline: tuple[CapacityChange, ...] = (),
         quota: GpuQuota | None = None,
         logs: JobLogs | None = None,
+        reservations: Reservations | None = None,
+        spot: SpotSettings | None = None,
     ) -> None:
         self.now = start
         self.logs = (
@@ -155,6 +174,8 @@ class Simulation:
         self._capacity = capacity
         self._resources = resources
         self._quota = quota or GpuQuota({})
+        self._reservations = reservations or Reservations(ProjectDirectory({}), start)
+        self.spot = spot or SpotSettings()  # read when a Spot job starts RUNNING
         self._events: list[Event] = []
         self._sequence = itertools.count()
         self._queues: dict[str, list[str]] = {}
@@ -252,6 +273,7 @@ class Simulation:
             EventKind.WAIT_EXPIRED: self._wait_expired,
             EventKind.CANCEL_DONE: self._cancel_done,
             EventKind.ERROR_SET: self._error_set,
+            EventKind.PREEMPTED: self._preempted,
         }
         handlers[event.kind](self.jobs[event.job_key])
 
@@ -263,7 +285,9 @@ class Simulation:
         return simulated is None or simulated.state != STATE_EXPECTED_BY_EVENT[event.kind]
 
     def _admit(self, simulated: SimulatedJob) -> None:
-        if simulated.placement == Placement.ON_DEMAND and not self._must_wait(simulated):
+        if simulated.reservation_request is not None and self._admit_on_reservation(simulated):
+            return
+        if simulated.placement in _NO_CAPACITY_WAIT and not self._must_wait(simulated):
             self._provision(simulated)
             return
         if self._must_reject_for_full_resource(simulated):
@@ -277,16 +301,63 @@ class Simulation:
             )
         self._queues.setdefault(self._queue_key(simulated), []).append(simulated.key)
 
-    def _provisioned(self, simulated: SimulatedJob) -> None:
-        if simulated.outcome.result == Result.STOCKOUT:
-            self._end(simulated, JobState.JOB_STATE_FAILED, failures.stockout(simulated.region))
-            return
-        self._set_state(simulated, JobState.JOB_STATE_RUNNING)
+    def _admit_on_reservation(self, simulated: SimulatedJob) -> bool:
+        # False: an ANY_RESERVATION job no reservation has room for, which runs on demand.
+        request = simulated.reservation_request
+        assert request is not None
+        if request.name is None:
+            found = self._reservations.any_with_room(
+                simulated.region, request.machine, request.replicas
+            )
+            if found is None:
+                return False
+            simulated.placement = Placement.RESERVATION
+            simulated.quota_kind = None
+            name = found.name
+        else:
+            name = request.name
+        simulated.reservation = name
+        free = self._reservations.free(name)
+        if free >= request.replicas:
+            self._reservations.hold(simulated.key, name, request.replicas)
+        else:
+            reservation = self._reservations.get(name)
+            simulated.stockout_error = failures.reservation_full(
+                name,
+                zone=reservation.zone if reservation else "",
+                needed=request.replicas,
+                free=free,
+                count=reservation.count if reservation else 0,
+            )
+            simulated.outcome = replace(simulated.outcome, result=Result.STOCKOUT)
+        self._set_state(simulated, JobState.JOB_STATE_PENDING)
         self._schedule(
-            self.now + timedelta(seconds=simulated.outcome.duration_seconds),
-            EventKind.RUN_ENDED,
+            self.now + timedelta(seconds=self._timings.provisioning),
+            EventKind.PROVISIONED,
             simulated.key,
         )
+        return True
+
+    def _provisioned(self, simulated: SimulatedJob) -> None:
+        if simulated.outcome.result == Result.STOCKOUT:
+            error = simulated.stockout_error or failures.stockout(simulated.region)
+            self._end(simulated, JobState.JOB_STATE_FAILED, error)
+            return
+        self._set_state(simulated, JobState.JOB_STATE_RUNNING)
+        duration = simulated.outcome.duration_seconds
+        self._schedule(self.now + timedelta(seconds=duration), EventKind.RUN_ENDED, simulated.key)
+        preempt_after = self.spot.preempt_after
+        if (
+            simulated.placement == Placement.SPOT
+            and preempt_after is not None
+            and preempt_after < duration
+        ):
+            self._schedule(
+                self.now + timedelta(seconds=preempt_after), EventKind.PREEMPTED, simulated.key
+            )
+
+    def _preempted(self, simulated: SimulatedJob) -> None:
+        self._end(simulated, JobState.JOB_STATE_FAILED, failures.spot_preempted(simulated.region))
 
     def _run_ended(self, simulated: SimulatedJob) -> None:
         result = simulated.outcome.result
@@ -331,8 +402,9 @@ class Simulation:
         kind = simulated.quota_kind
         if kind is not None and not self._quota.fits(kind, simulated.region, simulated.gpu_demand):
             return False
-        # An on-demand job waits for quota only: without free GPUs it stocks out (_provision).
-        if simulated.placement == Placement.ON_DEMAND:
+        # An on-demand or Spot job waits for quota only: without free GPUs it stocks out
+        # (_provision).
+        if simulated.placement in _NO_CAPACITY_WAIT:
             return True
         return self._capacity.fits(simulated.region, simulated.gpu_demand)
 
@@ -350,8 +422,8 @@ class Simulation:
                         simulated.key, simulated.quota_kind, simulated.region, simulated.gpu_demand
                     )
             else:
-                # Only an on-demand job gets here without free GPUs: the service tries to
-                # provision, then reports a stockout.
+                # Only an on-demand or Spot job gets here without free GPUs: the service
+                # tries to provision, then reports a stockout.
                 simulated.outcome = replace(simulated.outcome, result=Result.STOCKOUT)
             delay = self._timings.provisioning
         self._set_state(simulated, JobState.JOB_STATE_PENDING)
@@ -379,7 +451,7 @@ class Simulation:
         if simulated.persistent_resource is not None:
             return simulated.persistent_resource
         accelerators = ",".join(sorted(simulated.gpu_demand)) or "cpu"
-        if simulated.placement == Placement.ON_DEMAND:
+        if simulated.placement in _NO_CAPACITY_WAIT:
             # Waiting for quota only (FLEX_START jobs wait for GPUs too): a queue of its own.
             return f"{simulated.region}/{accelerators} ({simulated.quota_kind} quota)"
         return f"{simulated.region}/{accelerators}"
@@ -400,6 +472,7 @@ class Simulation:
         self._capacity.release(simulated.key)
         self._quota.release(simulated.key)
         self._resources.release(simulated.key)
+        self._reservations.release(simulated.key)
         delay = self._timings.error_delay
         if error is not None and state == JobState.JOB_STATE_FAILED and delay > 0:
             # The real service sets a failed job's error about a minute after its end.

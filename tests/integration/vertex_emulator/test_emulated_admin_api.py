@@ -53,6 +53,13 @@ def test_reset_forgets_jobs_faults_and_requests(job_client, admin):
         ("PUT", "timings", {"boot": "1s"}, 400),
         ("PUT", "timings", {"error_delay": "soon"}, 400),
         ("PUT", "timings", ["error_delay"], 400),
+        ("PUT", "spot", {"preempt_after": "soon"}, 400),
+        ("PUT", "spot", {"preempt": "1m"}, 400),
+        ("PUT", "reservations", {"name": "a100-res", "count": 1}, 400),
+        ("PUT", "reservations", {"name": "projects/p/zones/us-central1-a/reservations/r"}, 400),
+        ("PUT", "createRefusals", {"quota_when_exceeded": "wait"}, 400),
+        ("PUT", "createRefusals", {"offered_accelerators": {"us-east4": ["A100"]}}, 400),
+        ("PUT", "createRefusals", {"refuse": True}, 400),
     ],
 )
 def test_bad_admin_calls_are_refused_in_the_google_error_shape(

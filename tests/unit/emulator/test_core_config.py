@@ -34,6 +34,10 @@ def test_example_config_loads_and_drives_an_emulator() -> None:
     assert config.default_outcome.duration_seconds == 600
     assert config.time_scale == 60
     assert parse_rules(config.faults)  # the transports' parser accepts the example's faults
+    assert config.spot.preempt_after == 1800
+    assert [reservation.count for reservation in config.reservations] == [2]
+    assert config.refusals.quota_when_exceeded == "queue"
+    assert config.refusals.offered_accelerators["us-east4"] == {"NVIDIA_H100_80GB", "NVIDIA_L4"}
 
     emulator = Emulator(config, SimulatedClock(time_scale=0, start=START))
     resource = emulator.get_persistent_resource(
@@ -91,7 +95,7 @@ def test_empty_file_is_the_default_config(tmp_path: Path) -> None:
         ({"outcome_rules": [{"result": "maybe"}]}, "outcome_rules[0].result"),
         ({"outcome_rules": [{"times": 0}]}, "outcome_rules[0].times"),
         ({"outcome_rules": [{"display_name": "("}]}, "outcome_rules[0].display_name"),
-        ({"outcome_rules": [{"placement": "spot"}]}, "outcome_rules[0].placement"),
+        ({"outcome_rules": [{"placement": "preemptible"}]}, "outcome_rules[0].placement"),
         ({"outcome_rules": [{"exit_code": 0}]}, "outcome_rules[0].exit_code"),
         ({"outcome_rules": [{"colour": "red"}]}, "outcome_rules[0]: unknown key(s) colour"),
         ({"default_outcome": {"duration": "-1s"}}, "default_outcome.duration"),
