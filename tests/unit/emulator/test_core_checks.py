@@ -261,3 +261,36 @@ def test_the_emulator_and_the_library_agree_on_the_flex_start_rules() -> None:
 
     assert checks.FLEX_START_ACCELERATORS == FLEX_START_GPUS
     assert checks.FLEX_START_MAX_TIMEOUT == FLEX_START_MAX_TIMEOUT
+
+
+def test_the_emulator_and_the_library_agree_on_the_spot_gpus() -> None:
+    from shared.policy.machines import SPOT_GPUS
+    from vertex_ai_emulator import checks
+
+    assert checks.SPOT_ACCELERATORS == SPOT_GPUS
+
+
+def test_a_spot_job_on_a_gpu_spot_vms_do_not_offer_is_refused() -> None:
+    from vertex_ai_emulator import checks
+
+    job = aiplatform_v1.CustomJob(
+        display_name="spot-k80",
+        job_spec=aiplatform_v1.CustomJobSpec(
+            worker_pool_specs=[
+                aiplatform_v1.WorkerPoolSpec(
+                    machine_spec=aiplatform_v1.MachineSpec(
+                        machine_type="n1-standard-8",
+                        accelerator_type=aiplatform_v1.AcceleratorType.NVIDIA_TESLA_K80,
+                        accelerator_count=1,
+                    ),
+                    replica_count=1,
+                    container_spec=aiplatform_v1.ContainerSpec(image_uri="gcr.io/p/t:1"),
+                )
+            ],
+            scheduling=aiplatform_v1.Scheduling(strategy=aiplatform_v1.Scheduling.Strategy.SPOT),
+        ),
+    )
+    with pytest.raises(
+        EmulatorError, match="Spot VMs do not support accelerator type NVIDIA_TESLA_K80"
+    ):
+        checks.check_new_job(job, None, lambda _: None, region="us-central1")
