@@ -1,8 +1,9 @@
 """Composition: which rules run for which placement, in which order.
 
 ``validate_spec`` runs every rule that needs nothing live (the job rules and the guards, plus the
-FLEX_START rules for a ``flex_start`` placement); ``validate_job`` adds the persistent-resource
-rules read live.
+FLEX_START rules for a ``flex_start`` placement); ``validate_job`` adds the rules read live: the
+persistent resource's for a ``persistent_resource`` placement, the named reservation's for a
+``reservation`` placement with a ``name``.
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ from shared.config.model import (
     Guards,
     PersistentResourcePlacement,
     Placement,
+    ReservationPlacement,
 )
+from shared.model.reservations import Reservation
 from shared.validation.flex_start import (
     check_flex_start_gpu,
     check_flex_start_max_wait,
@@ -40,6 +43,7 @@ from shared.validation.job_rules import (
     check_worker_pools,
 )
 from shared.validation.persistent import check_resource
+from shared.validation.reservation import check_reservation
 from shared.validation.subject import StaticRule, _Subject
 from shared.validation.violations import Violation
 
@@ -84,13 +88,17 @@ def validate_job(
     persistent_resource: PersistentResource | None = None,
     *,
     region: str,
+    reservation: Reservation | None = None,
 ) -> list[Violation]:
-    """Every rule, the live persistent-resource ones included; an empty list means "create it".
+    """Every rule, the live ones included; an empty list means "create it".
 
     For a persistent-resource placement, ``persistent_resource`` is the resource as just read
-    (None: it was not found). ``region`` is where the job would be created.
+    (None: it was not found); for a reservation placement with a name, ``reservation`` is the
+    reservation as just read (None: not found). ``region`` is where the job would be created.
     """
     violations = validate_spec(job, placement, guards, region=region)
     if isinstance(placement, PersistentResourcePlacement):
         violations += check_resource(job, placement, persistent_resource)
+    if isinstance(placement, ReservationPlacement) and placement.name is not None:
+        violations += check_reservation(job, placement, reservation)
     return violations
