@@ -25,7 +25,13 @@ from typing import TYPE_CHECKING, Any, Final
 from cloudevents import exceptions as cloudevent_errors
 from cloudevents.http import CloudEvent, from_json
 
-from shared.config.model import Config, PersistentResourcePlacement, Placement, Template
+from shared.config.model import (
+    Config,
+    PersistentResourcePlacement,
+    Placement,
+    ReservationPlacement,
+    Template,
+)
 from shared.decode import events, routing
 from shared.model.errors import ConfigError, MalformedEvent, PermanentError
 from shared.model.triggers import RetryRequest
@@ -49,6 +55,10 @@ LIVE_CHECKS_PERSISTENT_RESOURCE: Final = (
 )
 LIVE_CHECKS_FLEX_START: Final = (
     "live checks skipped: FLEX_START capacity and quota are known only when Vertex AI runs the job"
+)
+LIVE_CHECKS_RESERVATION: Final = (
+    "live checks skipped: the named reservation's state (READY), its VMs' machine type and GPUs, "
+    "and its free VMs are read from Compute Engine only when dispatch runs"
 )
 
 
@@ -302,4 +312,6 @@ def plan_placement(
 def _skipped_checks(placement: Placement) -> str:
     if isinstance(placement, PersistentResourcePlacement):
         return LIVE_CHECKS_PERSISTENT_RESOURCE
+    if isinstance(placement, ReservationPlacement) and placement.name is not None:
+        return LIVE_CHECKS_RESERVATION
     return LIVE_CHECKS_FLEX_START
