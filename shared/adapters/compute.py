@@ -38,7 +38,7 @@ from google.api_core import exceptions as api_exceptions
 from google.api_core import retry as api_retry
 
 from shared.adapters import clients
-from shared.model.errors import BackendUnavailable, PermanentError
+from shared.model.errors import BackendUnavailable, PermanentError, PermissionMissing
 from shared.model.reservations import Reservation, ReservedGpu, short_name
 
 if TYPE_CHECKING:
@@ -68,7 +68,7 @@ _READ_RETRY = api_retry.Retry(
 )
 
 
-class ComputePermissionDenied(PermanentError):
+class ComputePermissionDenied(PermissionMissing):
     """The function's identity may not read the reservation; the message names what to grant."""
 
     headline = "Compute Engine denied the function permission to read a reservation"

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from shared.adapters import clients, compute
-from shared.model.errors import BackendUnavailable, PermanentError
+from shared.model.errors import BackendUnavailable, PermanentError, PermissionMissing
 from shared.model.reservations import Reservation, ReservedGpu
 
 pytestmark = pytest.mark.integration
@@ -176,6 +176,7 @@ def test_permission_denied_names_the_permission_the_role_and_the_project(
     assert "compute.reservations.get" in message
     assert "roles/compute.viewer" in message
     assert f"project {PROJECT}" in message
+    assert isinstance(raised.value, PermissionMissing)  # the run fails and alerts a permission
     assert isinstance(raised.value, PermanentError)
 
 
