@@ -89,9 +89,10 @@ def get_reservation(name: str) -> Reservation | None:
             "projects/{project}/zones/{zone}/reservations/{name}; fix the placement's "
             "reservation.name"
         )
-    client = clients.reservations_client()
     try:
         with _translated_errors(name, project=match["project"]):
+            # Built inside: without credentials the constructor raises google-auth's error.
+            client = clients.reservations_client()
             answer = client.get(
                 project=match["project"],
                 zone=match["zone"],

@@ -222,6 +222,21 @@ def test_an_unreachable_service_is_transient(monkeypatch: pytest.MonkeyPatch) ->
         compute.get_reservation(NAME)
 
 
+def test_no_credentials_is_a_permission_problem(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # Google's endpoint, and nowhere to find Application Default Credentials: no key file, an
+    # empty gcloud config, a metadata server that is not there.
+    monkeypatch.delenv(clients.COMPUTE_EMULATOR_VARIABLE, raising=False)
+    monkeypatch.delenv("GOOGLE_APPLICATION_CREDENTIALS", raising=False)
+    monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path))
+    monkeypatch.setenv("GCE_METADATA_HOST", "127.0.0.1:9")
+    monkeypatch.setenv("GCE_METADATA_IP", "127.0.0.1:9")
+
+    with pytest.raises(compute.ComputePermissionDenied, match="no usable credentials"):
+        compute.get_reservation(NAME)
+
+
 def test_the_client_is_built_once_per_address(fake: FakeCompute) -> None:
     first = clients.reservations_client()
     assert clients.reservations_client() is first
