@@ -36,6 +36,7 @@ ENTRY_MODULE = "main"  # Cloud Functions' default entry module: the source root'
 CLOUD_CLIENT_MODULES = (
     "google.cloud.aiplatform",
     "google.cloud.aiplatform_v1",
+    "google.cloud.compute_v1",  # loaded only when dispatch reads a named reservation
     "google.cloud.firestore",
     "google.cloud.pubsub_v1",
     "google.cloud.storage",

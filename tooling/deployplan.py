@@ -43,7 +43,7 @@ FUNCTIONS: Final = (
     FunctionSpec(
         "object-finalized",
         "on_object_finalized",
-        ("roles/aiplatform.user", "roles/datastore.user"),
+        ("roles/aiplatform.user", "roles/datastore.user", "roles/compute.viewer"),
         ("alerts",),
         reads_datasets=True,
         acts_as_training_accounts=True,
@@ -52,7 +52,7 @@ FUNCTIONS: Final = (
     FunctionSpec(
         "request",
         "on_request",
-        ("roles/aiplatform.user", "roles/datastore.user"),
+        ("roles/aiplatform.user", "roles/datastore.user", "roles/compute.viewer"),
         ("alerts",),
         reads_datasets=False,
         acts_as_training_accounts=True,

@@ -66,8 +66,8 @@ LIVE_CHECKS_ON_DEMAND: Final = (
     "live checks skipped: on-demand capacity and quota are known only when Vertex AI runs the job"
 )
 LIVE_CHECKS_RESERVATION: Final = (
-    "live checks skipped: the reservation's existence, its machine and GPUs, and its free VMs are "
-    "read from Compute Engine only when dispatch runs"
+    "live checks skipped: the named reservation's state (READY), its VMs' machine type and GPUs, "
+    "and its free VMs are read from Compute Engine only when dispatch runs"
 )
 LIVE_CHECKS_ANY_RESERVATION: Final = (
     "live checks skipped: which reservation (if any) the job consumes is known only when Vertex AI "

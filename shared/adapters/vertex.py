@@ -55,7 +55,12 @@ from google.api_core import retry as api_retry
 
 from shared.adapters import clients
 from shared.aiplatform import aiplatform_v1
-from shared.model.errors import BackendUnavailable, InvalidJobSpec, PermanentError
+from shared.model.errors import (
+    BackendUnavailable,
+    InvalidJobSpec,
+    PermanentError,
+    PermissionMissing,
+)
 
 CREATE_TIMEOUT_SECONDS = 60.0
 READ_TIMEOUT_SECONDS = 30.0
@@ -78,7 +83,7 @@ class VertexRejected(InvalidJobSpec):
     headline = "Vertex AI refused the job as invalid"
 
 
-class VertexPermissionDenied(PermanentError):
+class VertexPermissionDenied(PermissionMissing):
     """The function's identity may not make this call; the message names the role to grant."""
 
     headline = "Vertex AI denied the function permission"

@@ -23,7 +23,13 @@ from shared.decode import events, routing
 from shared.handlers.services import Services, default_services
 from shared.logs import log
 from shared.model import runkeys
-from shared.model.errors import PermanentError, RetryRejected, TransientError, human_message
+from shared.model.errors import (
+    PermanentError,
+    PermissionMissing,
+    RetryRejected,
+    TransientError,
+    human_message,
+)
 from shared.model.results import DispatchOutcome, DispatchResult
 from shared.model.triggers import JobRequest, RetryRequest, Trigger
 
@@ -194,13 +200,12 @@ def _end_run(
 ) -> DispatchResult:
     """End an opened run on a permanent error its submission raised; alert once on its id."""
     from shared.adapters.ledger import RunStatus
-    from shared.adapters.vertex import VertexPermissionDenied
     from shared.handlers.rejections import finish_run
     from shared.model.alerts import AlertReason
     from shared.policy import records
 
     the_run_id = snapshot.run.run_id
-    permission = isinstance(error, VertexPermissionDenied)
+    permission = isinstance(error, PermissionMissing)
     # REJECTED says nothing was ever submitted; a run some of whose attempts had jobs FAILED.
     submitted_before = any(attempt.job_name for attempt in snapshot.run.attempts)
     finish_run(

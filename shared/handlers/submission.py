@@ -27,7 +27,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from shared import validation
-from shared.adapters import vertex
+from shared.adapters import compute, vertex
 from shared.adapters.ledger import (
     CREATE_FAILED_STATE,
     Attempt,
@@ -150,6 +150,7 @@ def _walk_placements(
         attempt=attempt_number,
         indices=range(first_placement, len(submission.template.placements)),
         read_resource=vertex.get_persistent_resource,
+        read_reservation=compute.get_reservation,
     )
     for check in chain:
         if check.rendered is None:  # the template does not render: its spec is invalid

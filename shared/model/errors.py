@@ -44,6 +44,13 @@ class ConfigError(PermanentError):
     headline = "the configuration does not work for this trigger"
 
 
+class PermissionMissing(PermanentError):
+    """The function's identity may not make a call it needs; the message names the permission
+    and the role to grant. The run fails (not rejected): once granted, an operator retries it."""
+
+    headline = "Google Cloud denied the function a permission it needs"
+
+
 class MalformedEvent(PermanentError):
     """The CloudEvent or message body cannot be decoded."""
 

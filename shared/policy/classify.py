@@ -35,7 +35,12 @@ docs) and from the texts the project's Vertex AI emulator produces
 - code 3 (INVALID_ARGUMENT) is also what a replica exiting non-zero reports: the replica-exit text
   makes it user code, and only without it is the spec invalid;
 - a replica's exit message may quote the training code's own traceback (which can mention quota
-  or resources), so the replica-exit row comes before the quota and stockout rows.
+  or resources), so the replica-exit row comes before the quota and stockout rows;
+- a Spot preemption ("preempted") and a reservation without free VMs are capacity, each its own
+  row after the replica-exit and quota rows (a traceback may say "preempted"; quota wording
+  wins) and before the stockout row, which their texts may also match, so the evidence names the
+  placement's own reason; a preemption reported with a code the codes-only rows read as
+  infrastructure (10, 13, 14) is still capacity.
 
 States: SUCCEEDED succeeds; CANCELLED (or code 1 CANCELLED) is ``CANCELLED``; EXPIRED is
 ``CAPACITY`` unless its error says quota; PARTIALLY_SUCCEEDED (which CustomJobs do not report;
@@ -163,6 +168,29 @@ CLASSIFICATION_RULES: Final[tuple[ClassificationRule, ...]] = (
         "quota ceiling",
         FailureClass.QUOTA,
         pattern=_text(r"\bquota (?:metrics? )?exceed|\bquota exceeded|\bquota failure"),
+    ),
+    # Spot VMs taken back by Compute Engine. Google's Spot page for Vertex AI inference says a
+    # preempted job "fails with a STOCKOUT error" (the stockout row reads that); for training it
+    # says nothing; the emulator's text says "preempted" and gives the stockout wording too. Its
+    # own row, so the evidence names the preemption; after the replica-exit row (a trainer's
+    # traceback may say "preempted") and the quota row (quota wording wins), before the
+    # codes-only rows (a preemption reported as 10 ABORTED or 14 UNAVAILABLE is still capacity:
+    # the Spot placement lost its VMs, the service did not fail).
+    ClassificationRule(
+        "Spot VM preempted", FailureClass.CAPACITY, pattern=_text(r"\bpre-?empted\b")
+    ),
+    # "Reservation projects/P/zones/Z/reservations/N has insufficient capacity: resources are
+    #  insufficient in zone Z" (the emulator's; the service's text is undocumented). Before the
+    # stockout row, which would also match, so the evidence says it was the reservation.
+    ClassificationRule(
+        "reservation without capacity",
+        FailureClass.CAPACITY,
+        pattern=_text(
+            r"\breservations?\b.{0,200}?(?:insufficient capacity|not enough (?:capacity|resources)"
+            r"|(?:does not|doesn't) have (?:enough|sufficient) (?:capacity|resources)"
+            r"|no (?:free|available|remaining) (?:capacity|vms?|instances))"
+            r"|insufficient reservation capacity"
+        ),
     ),
     ClassificationRule("state expired", FailureClass.CAPACITY, states=frozenset({EXPIRED_STATE})),
     # "Resources are insufficient in persistent resource R: the job needs ... only ... are free"

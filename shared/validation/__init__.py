@@ -5,8 +5,9 @@ Each rule is one small function from the job (and its placement, guards and regi
 the rule, and what to change, and says whose move it is:
 
 - ``invalid``: the template, the request or the guards are wrong; a human must change them;
-- ``unavailable``: this placement cannot take the job now (its persistent resource is missing,
-  not RUNNING or full); the placement chain moves on to the next placement.
+- ``unavailable``: this placement cannot take the job (its persistent resource is missing, not
+  RUNNING, full or mismatched; its named reservation is missing, not READY, of another machine or
+  full); the placement chain moves on to the next placement.
 
 The rules come from docs/architecture.md, "The Vertex AI rules" (FLEX_START, persistent resources,
 machine types, labels) and from the config's guards. ``check_templates`` lints a whole config for
@@ -21,6 +22,7 @@ One concept per module; this package re-exports their public names:
 - ``spot``: the Spot rules;
 - ``guards``: the rules from the config's guards;
 - ``persistent``: ``check_resource``, the persistent-resource rules read live;
+- ``reservation``: ``check_reservation``, a named reservation's rules read live;
 - ``compose``: ``validate_spec`` and ``validate_job``, which rules run for which placement;
 - ``lint``: ``check_templates`` and ``TemplateProblem``.
 """
@@ -62,6 +64,7 @@ from shared.validation.job_rules import (
 )
 from shared.validation.lint import LINT_RUN_ID, TemplateProblem, check_templates
 from shared.validation.persistent import check_resource
+from shared.validation.reservation import check_reservation
 from shared.validation.spot import check_spot_gpu
 from shared.validation.subject import (
     DEFAULT_BOOT_DISK_SIZE_GB,
@@ -107,6 +110,7 @@ __all__ = [
     "check_placement",
     "check_program",
     "check_replicas",
+    "check_reservation",
     "check_resource",
     "check_spot_gpu",
     "check_templates",

@@ -2,10 +2,11 @@
 
 Dispatch (``shared.handlers.submission``) and ``vertex-dispatch plan`` both walk the chain through
 ``check_chain``, so the job the plan prints is the job dispatch creates, checked by the same rules.
-They differ only in what they can read: dispatch reads a persistent resource live
-(``read_resource``), the plan reads nothing (``read_resource=None``: the live rules are skipped,
-and the plan says so). Dispatch stops at the first placement that can take the job; the plan
-looks at every placement.
+They differ only in what they can read: dispatch reads a persistent resource
+(``read_resource``) and a named Compute Engine reservation (``read_reservation``) live, the plan
+reads nothing (both None: the live rules are skipped, and the plan says so). A placement whose
+reader is not given is checked offline only. Dispatch stops at the first placement that can take
+the job; the plan looks at every placement.
 """
 
 from __future__ import annotations
@@ -14,14 +15,25 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 from shared.aiplatform import PersistentResource
-from shared.config.model import Config, PersistentResourcePlacement, Placement, Template
+from shared.config.model import (
+    Config,
+    PersistentResourcePlacement,
+    Placement,
+    ReservationPlacement,
+    Template,
+)
 from shared.model.errors import InvalidJobSpec
+from shared.model.reservations import Reservation
 from shared.policy import jobspec
 from shared.validation.compose import validate_job, validate_spec
 from shared.validation.violations import Rule, Violation, ViolationKind, verdict
 
 ResourceReader = Callable[[str], PersistentResource | None]
 """Reads a persistent resource by name (None: it does not exist)."""
+
+ReservationReader = Callable[[str], Reservation | None]
+"""Reads a Compute Engine reservation by name, ``projects/P/zones/Z/reservations/N`` (None: it
+does not exist)."""
 
 
 @dataclass(frozen=True)
@@ -49,10 +61,12 @@ def check_chain(
     attempt: int,
     indices: range | None = None,
     read_resource: ResourceReader | None = None,
+    read_reservation: ReservationReader | None = None,
 ) -> Iterator[PlacementCheck]:
     """Each placement of ``template``'s chain at ``indices`` (all by default), in order.
 
-    ``read_resource`` reads a persistent resource for the live rules; None checks offline only.
+    ``read_resource`` reads a persistent resource and ``read_reservation`` a named reservation
+    for the live rules; None checks those placements offline only.
     """
     for index in indices if indices is not None else range(len(template.placements)):
         yield check_placement(
@@ -63,6 +77,7 @@ def check_chain(
             run_id=run_id,
             attempt=attempt,
             read_resource=read_resource,
+            read_reservation=read_reservation,
         )
 
 
@@ -75,6 +90,7 @@ def check_placement(
     run_id: str,
     attempt: int,
     read_resource: ResourceReader | None = None,
+    read_reservation: ReservationReader | None = None,
 ) -> PlacementCheck:
     """Render attempt ``attempt`` of run ``run_id`` on placement ``index`` and validate it."""
     placement = template.placements[index]
@@ -91,14 +107,17 @@ def check_placement(
     except InvalidJobSpec as error:
         violation = Violation("jobSpec", Rule.JOB_SPEC, str(error))
         return PlacementCheck(index, placement, None, (violation,), render_error=str(error))
-    job, region = rendered.custom_job, rendered.region
-    if read_resource is None:
-        violations = validate_spec(job, placement, config.guards, region=region)
-    else:
-        resource = None
-        if isinstance(placement, PersistentResourcePlacement):
-            resource = read_resource(
-                f"{rendered.parent}/persistentResources/{placement.resource_id}"
-            )
-        violations = validate_job(job, placement, config.guards, resource, region=region)
+    job, region, guards = rendered.custom_job, rendered.region, config.guards
+    if isinstance(placement, PersistentResourcePlacement) and read_resource is not None:
+        resource = read_resource(f"{rendered.parent}/persistentResources/{placement.resource_id}")
+        violations = validate_job(job, placement, guards, resource, region=region)
+    elif (
+        isinstance(placement, ReservationPlacement)
+        and placement.name is not None
+        and read_reservation is not None
+    ):
+        reservation = read_reservation(placement.name)
+        violations = validate_job(job, placement, guards, region=region, reservation=reservation)
+    else:  # nothing to read for this placement, or no reader: the rules that need nothing live
+        violations = validate_spec(job, placement, guards, region=region)
     return PlacementCheck(index, placement, rendered, tuple(violations))

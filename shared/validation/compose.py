@@ -3,7 +3,9 @@
 ``validate_spec`` runs every rule that needs nothing live (the job rules and the guards, plus the
 FLEX_START rules for a ``flex_start`` placement and the Spot rules for a ``spot`` one; on-demand
 and reservation placements have no offline rules of their own beyond ``check_placement``);
-``validate_job`` adds the persistent-resource rules read live.
+``validate_job`` adds the rules read live: the persistent resource's for a
+``persistent_resource`` placement, the named reservation's for a ``reservation`` placement
+with a ``name``.
 """
 
 from __future__ import annotations
@@ -16,8 +18,10 @@ from shared.config.model import (
     Guards,
     PersistentResourcePlacement,
     Placement,
+    ReservationPlacement,
     SpotPlacement,
 )
+from shared.model.reservations import Reservation
 from shared.validation.flex_start import (
     check_flex_start_gpu,
     check_flex_start_max_wait,
@@ -43,6 +47,7 @@ from shared.validation.job_rules import (
     check_worker_pools,
 )
 from shared.validation.persistent import check_resource
+from shared.validation.reservation import check_reservation
 from shared.validation.spot import check_spot_gpu
 from shared.validation.subject import StaticRule, _Subject
 from shared.validation.violations import Violation
@@ -92,13 +97,17 @@ def validate_job(
     persistent_resource: PersistentResource | None = None,
     *,
     region: str,
+    reservation: Reservation | None = None,
 ) -> list[Violation]:
-    """Every rule, the live persistent-resource ones included; an empty list means "create it".
+    """Every rule, the live ones included; an empty list means "create it".
 
     For a persistent-resource placement, ``persistent_resource`` is the resource as just read
-    (None: it was not found). ``region`` is where the job would be created.
+    (None: it was not found); for a reservation placement with a name, ``reservation`` is the
+    reservation as just read (None: not found). ``region`` is where the job would be created.
     """
     violations = validate_spec(job, placement, guards, region=region)
     if isinstance(placement, PersistentResourcePlacement):
         violations += check_resource(job, placement, persistent_resource)
+    if isinstance(placement, ReservationPlacement) and placement.name is not None:
+        violations += check_reservation(job, placement, reservation)
     return violations

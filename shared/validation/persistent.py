@@ -2,8 +2,19 @@
 ``check_resource``.
 
 The resource must exist and be RUNNING, share the job's network and CMEK key, have a pool whose
-machine and boot disk equal each job pool's, and hold the replicas asked for. A missing, stopped
-or full resource is ``unavailable`` (the next placement is tried); a mismatch is ``invalid``.
+machine and boot disk equal each job pool's, and hold the replicas asked for.
+
+Every broken rule here is ``unavailable``: this resource cannot take the job, and the chain moves
+on to its next placement, as after a full pool. Why a mismatch too, and not only a missing,
+stopped or full resource: a persistent resource's network, CMEK key and pools are fixed when it
+is created, while the template's network, key and machine are right for the chain's other
+placements (FLEX_START, Spot and on-demand jobs run in any network with any key, on any machine
+the rules allow). Rejecting the run would refuse a job the next placement can run: the template
+is not wrong, this resource is the wrong one for it. The network in particular is the VPC the
+job peers with; a resource created in another VPC can never take it, but the service's own
+machines for the other placements can. Each message says what would make the resource take the
+job (the template value to change, or the resource to recreate), and when no placement takes
+the job the no-placement watchdog alerts with every reason.
 """
 
 from __future__ import annotations
@@ -69,6 +80,7 @@ def check_resource(
     return [
         *_resource_running(resource),
         *_resource_network(job, resource),
+        *_resource_cmek(job, resource),
         *_resource_pools(job, resource),
     ]
 
@@ -86,21 +98,40 @@ def _resource_running(resource: PersistentResource) -> Iterator[Violation]:
 def _resource_network(job: CustomJob, resource: PersistentResource) -> Iterator[Violation]:
     spec = job.job_spec
     if spec.network != resource.network:
-        yield Violation(
+        yield _unavailable(
             "jobSpec.network",
             Rule.RESOURCE_NETWORK,
-            f"the job's network {spec.network!r} differs from the persistent resource's "
-            f"{resource.network!r}; set the template's network to the resource's",
+            f"the job's network {_or_default(spec.network)} differs from persistent resource "
+            f"{resource.name}'s {_or_default(resource.network)}; the next placement is tried "
+            f"(to run here, set the template's jobSpec.network to the resource's)",
         )
+
+
+def _resource_cmek(job: CustomJob, resource: PersistentResource) -> Iterator[Violation]:
     job_key = job.encryption_spec.kms_key_name
     resource_key = resource.encryption_spec.kms_key_name
     if job_key != resource_key:
-        yield Violation(
+        yield _unavailable(
             "encryptionSpec.kmsKeyName",
-            Rule.RESOURCE_NETWORK,
-            f"the job's CMEK key {job_key!r} differs from the persistent resource's "
-            f"{resource_key!r}; use the resource's key",
+            Rule.RESOURCE_CMEK,
+            f"the job's CMEK key {_key_text(job_key)} differs from persistent resource "
+            f"{resource.name}'s {_key_text(resource_key)}; the next placement is tried (to run "
+            f"here, {_cmek_fix(resource_key)})",
         )
+
+
+def _or_default(network: str) -> str:
+    return repr(network) if network else "(the default network)"
+
+
+def _key_text(key: str) -> str:
+    return repr(key) if key else "(none: Google-managed encryption)"
+
+
+def _cmek_fix(resource_key: str) -> str:
+    if resource_key:
+        return f"set the template's encryption_key to {resource_key!r}"
+    return "remove the template's encryption_key, or recreate the resource with that key"
 
 
 def _resource_pools(job: CustomJob, resource: PersistentResource) -> Iterator[Violation]:
@@ -113,13 +144,14 @@ def _resource_pools(job: CustomJob, resource: PersistentResource) -> Iterator[Vi
                 f"{'/'.join(map(str, _disk_key(candidate.disk_spec)))} GB"
                 for candidate in resource.resource_pools
             )
-            yield Violation(
+            yield _unavailable(
                 f"jobSpec.workerPoolSpecs[{index}]",
                 Rule.RESOURCE_POOL_MATCH,
                 f"worker pool {index} ({_machine_text(pool.machine_spec)}, "
                 f"{'/'.join(map(str, _disk_key(pool.disk_spec)))} GB boot disk) matches no "
-                f"pool of persistent resource {resource.name} exactly; copy machineSpec and "
-                f"diskSpec from one of its pools ({offered})",
+                f"pool of persistent resource {resource.name} exactly; the next placement is "
+                f"tried (to run here, copy machineSpec and diskSpec from one of its pools: "
+                f"{offered})",
             )
             continue
         requested.setdefault(match.id, []).append(index)
@@ -144,11 +176,12 @@ def _pool_capacity(job: CustomJob, pool: ResourcePool, indices: list[int]) -> It
     field = _pool_field(indices[-1], "replicaCount")
     who = "worker pool " + ", ".join(map(str, indices))
     if replicas > ceiling:
-        yield Violation(
+        yield _unavailable(
             field,
             Rule.RESOURCE_POOL_SIZE,
             f"{who} asks for {replicas} replicas on resource pool {pool.id!r}, which holds at "
-            f"most {ceiling}; lower replicaCount to {ceiling} or less, or grow the pool",
+            f"most {ceiling}; the next placement is tried (to run here, lower replicaCount to "
+            f"{ceiling} or less, or grow the pool)",
         )
     elif replicas > free:
         yield _unavailable(

@@ -48,10 +48,15 @@ class Rule(enum.StrEnum):
     GUARD_GPU_HOURS = "guard-gpu-hours"  # GPUs x timeout hours <= max_gpu_hours_per_job
     RESOURCE_EXISTS = "resource-exists"  # the persistent resource was found
     RESOURCE_RUNNING = "resource-running"  # ... and is RUNNING
-    RESOURCE_NETWORK = "resource-network"  # the job's network and CMEK key are the resource's
+    RESOURCE_NETWORK = "resource-network"  # the job's network is the resource's
+    RESOURCE_CMEK = "resource-cmek"  # the job's CMEK key is the resource's
     RESOURCE_POOL_MATCH = "resource-pool-match"  # machine and disk equal a resource pool's
     RESOURCE_POOL_SIZE = "resource-pool-size"  # replicas <= the pool's (max) replica count
     RESOURCE_CAPACITY = "resource-capacity"  # replicas <= what other jobs leave free
+    RESERVATION_EXISTS = "reservation-exists"  # the named reservation was found
+    RESERVATION_READY = "reservation-ready"  # ... and is READY
+    RESERVATION_MACHINE = "reservation-machine"  # its VMs' machine type and GPUs are the job's
+    RESERVATION_CAPACITY = "reservation-capacity"  # replicas <= its free VMs (when readable)
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ RUNTIME_DEPENDENCIES = (
     "google-cloud-pubsub",
     "google-cloud-storage",
     "google-cloud-firestore",
+    "google-cloud-compute",
     "grpcio",
     "PyYAML",
 )

@@ -240,6 +240,92 @@ REAL_ERRORS = [
     ),
 ]
 
+# (state, code, message, class, row): the texts of the placement kinds of issue 13. The emulator
+# words a Spot preemption and a reservation without free VMs this way (its documented contract);
+# Google documents no training text for either. The rows around them show the order rules.
+RESERVATION = "projects/acme-ml/zones/us-central1-a/reservations/a100-block"
+PLACEMENT_KIND_ERRORS = [
+    pytest.param(
+        FAILED,
+        8,
+        "The job was preempted: its Spot VMs were reclaimed by Compute Engine. Resources are "
+        "insufficient in region: us-central1.",
+        FailureClass.CAPACITY,
+        "Spot VM preempted",
+        id="spot preempted with the stockout wording",
+    ),
+    pytest.param(
+        FAILED,
+        14,
+        "Worker workerpool0-0 was preempted.",
+        FailureClass.CAPACITY,
+        "Spot VM preempted",
+        id="spot preempted reported as UNAVAILABLE is still capacity",
+    ),
+    pytest.param(
+        FAILED,
+        8,
+        f"Reservation {RESERVATION} has insufficient capacity: resources are insufficient in "
+        "zone us-central1-a",
+        FailureClass.CAPACITY,
+        "reservation without capacity",
+        id="reservation without free VMs",
+    ),
+    pytest.param(
+        FAILED,
+        8,
+        f"The specific reservation {RESERVATION} does not have enough capacity for 2 VMs.",
+        FailureClass.CAPACITY,
+        "reservation without capacity",
+        id="reservation lacks capacity, other wording",
+    ),
+    pytest.param(
+        FAILED,
+        3,
+        "The replica workerpool0-0 exited with a non-zero status of 1. Termination reason: Error. "
+        "torch.distributed.elastic: worker group was preempted",
+        FailureClass.USER_CODE,
+        "replica exited non-zero",
+        id="a traceback saying preempted stays user code",
+    ),
+    pytest.param(
+        FAILED,
+        3,
+        "The replica workerpool0-0 exited with a non-zero status of 1. Termination reason: Error. "
+        "RuntimeError: reservation pool has insufficient capacity",
+        FailureClass.USER_CODE,
+        "replica exited non-zero",
+        id="a traceback about a reservation stays user code",
+    ),
+    pytest.param(
+        FAILED,
+        8,
+        "The job was preempted. The following quota metrics exceed quota limits: "
+        "aiplatform.googleapis.com/custom_model_training_preemptible_nvidia_a100_gpus",
+        FailureClass.QUOTA,
+        "quota ceiling",
+        id="quota wording wins over preempted",
+    ),
+    pytest.param(
+        FAILED,
+        8,
+        "Quota exceeded for aiplatform.googleapis.com/custom_model_training_preemptible_nvidia_l4"
+        "_gpus",
+        FailureClass.QUOTA,
+        "quota ceiling",
+        id="preemptible quota is not a preemption",
+    ),
+]
+
+
+@pytest.mark.parametrize(("state", "code", "message", "expected", "rule"), PLACEMENT_KIND_ERRORS)
+def test_spot_preemption_and_a_full_reservation_are_capacity(
+    state: str, code: int, message: str, expected: FailureClass, rule: str
+) -> None:
+    result = classify_error(state, code, message)
+
+    assert (result.failure, result.evidence) == (expected, rule)
+
 
 @pytest.mark.parametrize(("state", "code", "message", "expected"), REAL_ERRORS)
 def test_real_error_texts_are_classified(
@@ -391,6 +477,7 @@ def test_error_record_is_what_the_ledger_stores() -> None:
 def test_every_verdict_row_is_reached_by_some_test_case() -> None:
     reached = {classify_error(*case.values[:3]).evidence for case in REAL_ERRORS}
     reached |= {case.values[3] for case in EMULATOR_ERRORS}
+    reached |= {case.values[4] for case in PLACEMENT_KIND_ERRORS}
 
     assert {row.rule for row in CLASSIFICATION_RULES} <= reached
 

@@ -14,6 +14,7 @@ from google.cloud.aiplatform_v1 import (
     Scheduling,
     WorkerPoolSpec,
 )
+from test_validation_reservation import RESERVATION_CASES
 
 from shared.config.model import (
     Config,
@@ -363,10 +364,19 @@ def _on_network() -> PersistentResource:
     return resource
 
 
+KMS_KEY = "projects/acme/locations/us/keyRings/ml/cryptoKeys/k"
+
+
 def _encrypted() -> PersistentResource:
     resource = seed_resource()
-    resource.encryption_spec.kms_key_name = "projects/acme/locations/us/keyRings/ml/cryptoKeys/k"
+    resource.encryption_spec.kms_key_name = KMS_KEY
     return resource
+
+
+def _encrypted_job() -> CustomJob:
+    job = persistent_job()
+    job.encryption_spec.kms_key_name = KMS_KEY
+    return job
 
 
 def _resource_with_disk(size_gb: int) -> PersistentResource:
@@ -387,16 +397,20 @@ RESOURCE_CASES = [
      ViolationKind.UNAVAILABLE),
     ("stopping", persistent_job(), _stopping(), Rule.RESOURCE_RUNNING,
      "jobSpec.persistentResourceId", ViolationKind.UNAVAILABLE),
+    # A mismatch is this resource's, not the template's fault: the next placement is tried.
     ("other-network", persistent_job(), _on_network(), Rule.RESOURCE_NETWORK, "jobSpec.network",
-     ViolationKind.INVALID),
-    ("other-cmek", persistent_job(), _encrypted(), Rule.RESOURCE_NETWORK,
-     "encryptionSpec.kmsKeyName", ViolationKind.INVALID),
+     ViolationKind.UNAVAILABLE),
+    ("other-cmek", persistent_job(), _encrypted(), Rule.RESOURCE_CMEK,
+     "encryptionSpec.kmsKeyName", ViolationKind.UNAVAILABLE),
+    ("cmek-job-plain-resource", _encrypted_job(), seed_resource(), Rule.RESOURCE_CMEK,
+     "encryptionSpec.kmsKeyName", ViolationKind.UNAVAILABLE),
     ("other-machine", persistent_job(), _resource(machine_spec={"machine_type": "n1-standard-8"}),
-     Rule.RESOURCE_POOL_MATCH, POOL0, ViolationKind.INVALID),
+     Rule.RESOURCE_POOL_MATCH, POOL0, ViolationKind.UNAVAILABLE),
     ("other-disk", persistent_job(), _resource_with_disk(200), Rule.RESOURCE_POOL_MATCH, POOL0,
-     ViolationKind.INVALID),
+     ViolationKind.UNAVAILABLE),
     ("workers-exceed-pool", _persistent_job_with(1, workers=2), seed_resource(),
-     Rule.RESOURCE_POOL_SIZE, "jobSpec.workerPoolSpecs[1].replicaCount", ViolationKind.INVALID),
+     Rule.RESOURCE_POOL_SIZE, "jobSpec.workerPoolSpecs[1].replicaCount",
+     ViolationKind.UNAVAILABLE),
     ("pool-busy", persistent_job(), _resource(used_replica_count=2), Rule.RESOURCE_CAPACITY,
      f"{POOL0}.replicaCount", ViolationKind.UNAVAILABLE),
     ("workers-exceed-free", _persistent_job_with(1, workers=1), _resource(used_replica_count=1),
@@ -418,6 +432,31 @@ def test_persistent_resource_rules(
 ) -> None:
     violations = validate_job(job, ON_RESOURCE, Guards(), resource, region=REGION)
     assert [(v.rule, v.field, v.kind) for v in violations] == [(rule, field, kind)], violations
+
+
+def test_a_job_with_the_resources_cmek_key_runs_there() -> None:
+    assert validate_job(_encrypted_job(), ON_RESOURCE, Guards(), _encrypted(), region=REGION) == []
+
+
+# (case id, job, resource, what the message must say): each mismatch says what would fix it.
+MISMATCH_FIXES = [
+    ("resource has a key", persistent_job(), _encrypted(),
+     f"set the template's encryption_key to {KMS_KEY!r}"),
+    ("job has a key", _encrypted_job(), seed_resource(), "remove the template's encryption_key"),
+    ("network", persistent_job(), _on_network(), "set the template's jobSpec.network"),
+    ("pool", persistent_job(), _resource_with_disk(200), "copy machineSpec and diskSpec"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("job", "resource", "fix"), [pytest.param(*case[1:], id=case[0]) for case in MISMATCH_FIXES]
+)
+def test_a_mismatch_says_the_next_placement_is_tried_and_what_would_fix_it(
+    job: CustomJob, resource: PersistentResource, fix: str
+) -> None:
+    (violation,) = validate_job(job, ON_RESOURCE, Guards(), resource, region=REGION)
+    assert "the next placement is tried" in violation.message
+    assert fix in violation.message
 
 
 def test_autoscaling_max_is_the_pool_ceiling() -> None:
@@ -468,6 +507,7 @@ def test_every_rule_has_a_case() -> None:
     tested = {case[2] for case in FLEX_START_CASES} | {case[3] for case in RESOURCE_CASES}
     tested |= {Rule.GUARD_REGION, Rule.JOB_SPEC, Rule.MACHINE_ACCELERATOR}  # tests of their own
     tested |= {Rule.SPOT_GPU, Rule.ENCRYPTION_KEY}  # tests/unit/test_validation_kinds.py
+    tested |= {rule for case in RESERVATION_CASES for rule, _ in case[3]}
     assert tested == set(Rule)
 
 

@@ -1,8 +1,8 @@
 """The project's own Vertex AI emulator (``deploy/local/vertex_ai_emulator``), as a subprocess.
 
-It serves the aiplatform v1 JobService and PersistentResourceService over REST and gRPC, and an
-admin API under ``/emulator/v1/`` on the REST port. It is ready when its health endpoint answers
-and its gRPC port accepts connections.
+It serves the aiplatform v1 JobService and PersistentResourceService over REST and gRPC, Compute
+Engine's reservations read over REST, and an admin API under ``/emulator/v1/`` on the REST port.
+It is ready when its health endpoint answers and its gRPC port accepts connections.
 """
 
 from __future__ import annotations
@@ -21,6 +21,9 @@ from emulator_stack.readiness import all_of, http_ok, tcp_open
 
 HOST_VARIABLE = "VERTEX_AI_EMULATOR_HOST"
 GRPC_HOST_VARIABLE = "VERTEX_AI_EMULATOR_GRPC_HOST"
+# The emulator also answers the one Compute Engine read dispatch makes (a named reservation,
+# GET /compute/v1/projects/{p}/zones/{z}/reservations/{r}) on its REST port.
+COMPUTE_HOST_VARIABLE = "COMPUTE_EMULATOR_HOST"
 _MODULE = "vertex_ai_emulator"
 
 
@@ -41,7 +44,11 @@ class VertexAIEmulator(EmulatorHandle):
 
     @property
     def env(self) -> dict[str, str]:
-        return {HOST_VARIABLE: self.address, GRPC_HOST_VARIABLE: self.grpc_address}
+        return {
+            HOST_VARIABLE: self.address,
+            GRPC_HOST_VARIABLE: self.grpc_address,
+            COMPUTE_HOST_VARIABLE: self.address,
+        }
 
     def reset(self) -> None:
         """Back to the state its config describes: no jobs, clock, rules, faults or request log."""

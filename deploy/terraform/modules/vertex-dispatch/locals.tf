@@ -6,8 +6,9 @@ locals {
   functions = {
     "object-finalized" = {
       entry_point = "on_object_finalized"
-      # Creates jobs and reads persistent resources; records runs in the ledger.
-      project_roles             = ["roles/aiplatform.user", "roles/datastore.user"]
+      # Creates jobs and reads persistent resources; records runs in the ledger; reads a named
+      # reservation (compute.reservations.get) for a reservation placement's live rules.
+      project_roles             = ["roles/aiplatform.user", "roles/datastore.user", "roles/compute.viewer"]
       publishes                 = ["alerts"]
       reads_datasets            = true
       acts_as_training_accounts = true
@@ -15,7 +16,7 @@ locals {
     }
     "request" = {
       entry_point               = "on_request"
-      project_roles             = ["roles/aiplatform.user", "roles/datastore.user"]
+      project_roles             = ["roles/aiplatform.user", "roles/datastore.user", "roles/compute.viewer"]
       publishes                 = ["alerts"]
       reads_datasets            = false
       acts_as_training_accounts = true
