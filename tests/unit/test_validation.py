@@ -364,7 +364,7 @@ def _on_network() -> PersistentResource:
     return resource
 
 
-KMS_KEY = "projects/acme/locations/us/keyRings/ml/cryptoKeys/k"
+KMS_KEY = "projects/acme-ml/locations/us-central1/keyRings/ml/cryptoKeys/k"
 
 
 def _encrypted() -> PersistentResource:
