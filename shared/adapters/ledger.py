@@ -17,7 +17,10 @@ one delivery wins; the other writes re-read and re-apply their change a few time
 because each change is a pure function of the run that is idempotent when already applied.
 The document's fields are listed in ``shared.model.runs``.
 
-Beside the runs, one document holds the reconciler's state (its round-robin cursor and Vertex AI
+Beside the runs, one small document holds the placements cooling down after a capacity failure
+(``shared.model.cooldowns``; ``placement_cooldowns``, ``start_cooldown``), in a collection of its
+own too, each placement's entry written by a merge so that writers never clobber each other.
+One document holds the reconciler's state (its round-robin cursor and Vertex AI
 backoff, ``shared.model.reconciler_state``), in a collection of its own so that no query on runs
 sees it; ``next_runs`` is the round-robin's ordered query.
 """
@@ -35,6 +38,7 @@ from google.api_core import retry as api_retry
 from google.protobuf.message import DecodeError
 
 from shared.adapters import clients
+from shared.model.cooldowns import Cooldown, cooldown_to_document, cooldowns_from_document
 from shared.model.errors import BackendUnavailable
 from shared.model.reconciler_state import (
     ReconcilerState,
@@ -56,6 +60,7 @@ from shared.model.runs import (
     InvalidTransition,
     LedgerConflict,
     LedgerRejected,
+    PlacementSkip,
     RetryPlan,
     Run,
     RunNotFound,
@@ -77,6 +82,7 @@ from shared.model.runs import (
     with_operator_grant,
     with_placement_wait,
     with_recovery_published,
+    with_refused_create,
     with_reopened,
     with_retry_published,
     with_status,
@@ -90,6 +96,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CALL_TIMEOUT_SECONDS",
+    "COOLDOWNS_DOCUMENT",
     "CREATE_FAILED_STATE",
     "DEFAULT_COLLECTION",
     "INTENT_STATE",
@@ -108,6 +115,7 @@ __all__ = [
     "Ledger",
     "LedgerConflict",
     "LedgerRejected",
+    "PlacementSkip",
     "RetryPlan",
     "Run",
     "RunNotFound",
@@ -147,6 +155,10 @@ ROUND_ROBIN_INDEX: tuple[tuple[str, str], ...] = (
 # the runs' queries never see it.
 RECONCILER_STATE_SUFFIX = "-reconciler"
 RECONCILER_STATE_DOCUMENT = "state"
+# The placements cooling down (shared.model.cooldowns): one document in a collection of its own.
+COOLDOWNS_SUFFIX = "-placements"
+COOLDOWNS_DOCUMENT = "cooldowns"
+COOLDOWNS_FIELD = "placements"
 
 
 CALL_TIMEOUT_SECONDS = 20.0
@@ -296,6 +308,39 @@ class Ledger:
         return self._apply(
             run_id, lambda run: with_attempt_state(run, attempt_number, CREATE_FAILED_STATE, error)
         )[0]
+
+    def record_refused_create(
+        self,
+        current: RunSnapshot,
+        attempt_number: int,
+        error: Mapping[str, Any],
+        skips: tuple[PlacementSkip, ...],
+    ) -> RunSnapshot:
+        """Note that the service refused attempt ``attempt_number``'s create (nothing was made:
+        CREATE_FAILED) and the placements its walk passed over, while the attempt still holds
+        the intent ``current`` records (the claim this delivery wrote). Tried on ``current``
+        first; a write beside it (an alert) is re-read and re-applied, but an intent another
+        delivery took over meanwhile is not ours to mark: ``LedgerConflict``."""
+        ours = current.run.attempt(attempt_number)
+
+        def change(run: Run) -> Run:
+            attempt = run.attempt(attempt_number)
+            if (
+                ours is None
+                or attempt is None
+                or (attempt.intent_at, attempt.placement)
+                != (
+                    ours.intent_at,
+                    ours.placement,
+                )
+            ):
+                raise LedgerConflict(
+                    f"run {run.run_id} attempt {attempt_number} was taken over while its create "
+                    "was being refused; deliver again to see the attempt as it is"
+                )
+            return with_refused_create(run, attempt_number, error, skips)
+
+        return self._apply(current.run.run_id, change, current)[0]
 
     def set_status(
         self, run_id: str, status: RunStatus, next_retry: RetryPlan | None = None
@@ -502,6 +547,33 @@ class Ledger:
             self._state_document().set(
                 state_to_document(state), retry=_WRITE_RETRY, timeout=CALL_TIMEOUT_SECONDS
             )
+
+    def placement_cooldowns(self) -> dict[str, Cooldown]:
+        """Every placement cooldown recorded, by key (expired ones included: the caller compares
+        ``until`` with its clock). One read of one small document."""
+        with _translated_errors("get", "placement cooldowns"):
+            snapshot = self._cooldowns_document().get(
+                retry=_READ_RETRY, timeout=CALL_TIMEOUT_SECONDS
+            )
+        fields = snapshot.to_dict() if snapshot.exists else None
+        placements = (fields or {}).get(COOLDOWNS_FIELD)
+        return cooldowns_from_document(placements) if isinstance(placements, Mapping) else {}
+
+    def start_cooldown(self, cooldown: Cooldown) -> None:
+        """Record ``cooldown`` under its key, by a merge that leaves every other key as it is
+        (two instances cooling two placements at once both land; the same placement twice: the
+        last write wins, and both say about the same)."""
+        with _translated_errors("set", "placement cooldowns"):
+            self._cooldowns_document().set(
+                {COOLDOWNS_FIELD: {cooldown.key: cooldown_to_document(cooldown)}},
+                merge=True,
+                retry=_WRITE_RETRY,
+                timeout=CALL_TIMEOUT_SECONDS,
+            )
+
+    def _cooldowns_document(self) -> firestore.DocumentReference:
+        collection = self._collection + COOLDOWNS_SUFFIX
+        return self._client.collection(collection).document(COOLDOWNS_DOCUMENT)
 
     def _ordered(
         self,

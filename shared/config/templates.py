@@ -36,7 +36,7 @@ from shared.config.placements import read_placements
 from shared.config.problems import Problems, child, item
 from shared.config.retry import read_retry_policy
 from shared.config.shorthand import GCS_URI, read_worker_pools
-from shared.config.watching import read_watchdog_limit
+from shared.config.watching import read_cooldown, read_watchdog_limit
 from shared.config.yamlfile import parse_yaml
 from shared.model.errors import ConfigError
 
@@ -46,6 +46,7 @@ TEMPLATE_KEYS = frozenset(
     | {"display_name", "params", "labels", "timeout", "service_account", "network"}
     | {"base_output_dir", "experiment", "experiment_run", "placement", "retry"}
     | {"max_queue", "no_placement_alert", "no_placement_give_up"}
+    | {"cooldown"}
 )
 IMPORTERS: Mapping[str, Callable[[object, str, Problems], ImportedJob | None]] = {
     "gcloud_config": import_gcloud_config,
@@ -114,6 +115,7 @@ def read_template(
         key: read_watchdog_limit(spec.get(key), child(path, key), problems)
         for key in ("max_queue", "no_placement_alert", "no_placement_give_up")
     }
+    cooldown = read_cooldown(spec.get("cooldown"), child(path, "cooldown"), problems)
     if placements is None:
         return None
     form = next(TemplateForm(key) for key in SPEC_SOURCES if spec.get(key) is not None)
@@ -137,6 +139,7 @@ def read_template(
         max_queue=limits["max_queue"],
         no_placement_alert=limits["no_placement_alert"],
         no_placement_give_up=limits["no_placement_give_up"],
+        cooldown=cooldown,
         origin=origin,
     )
 

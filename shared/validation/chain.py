@@ -10,7 +10,7 @@ looks at every placement.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from shared.aiplatform import PersistentResource
@@ -47,7 +47,7 @@ def check_chain(
     *,
     run_id: str,
     attempt: int,
-    indices: range | None = None,
+    indices: Sequence[int] | None = None,
     read_resource: ResourceReader | None = None,
 ) -> Iterator[PlacementCheck]:
     """Each placement of ``template``'s chain at ``indices`` (all by default), in order.
