@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from google.api_core import exceptions as api_exceptions
@@ -89,6 +89,7 @@ from shared.model.runs import (
     with_waiting_cancelled,
     without_alert,
 )
+from shared.policy.timing import COOLDOWNS_READ_EVERY
 
 if TYPE_CHECKING:
     from google.cloud import firestore
@@ -236,6 +237,8 @@ class Ledger:
         self._client = client
         self._collection = collection
         self._clock = clock
+        # The cooldowns last read, and when (this ledger's clock): see placement_cooldowns.
+        self._cooldowns_read: tuple[datetime, dict[str, Cooldown]] | None = None
 
     def open_run(self, run: Run) -> tuple[RunSnapshot, bool]:
         """Create ``run`` if no run has its id; else read the existing one. True when created."""
@@ -550,14 +553,22 @@ class Ledger:
 
     def placement_cooldowns(self) -> dict[str, Cooldown]:
         """Every placement cooldown recorded, by key (expired ones included: the caller compares
-        ``until`` with its clock). One read of one small document."""
+        them with its clock). One read of one small document, reused by this ledger for
+        ``COOLDOWNS_READ_EVERY`` (``policy.timing``) so that a busy instance does not add a
+        read to every submission; its own ``start_cooldown`` writes are seen at once."""
+        now = self._clock()
+        last = self._cooldowns_read
+        if last is not None and timedelta(0) <= now - last[0] < COOLDOWNS_READ_EVERY:
+            return dict(last[1])
         with _translated_errors("get", "placement cooldowns"):
             snapshot = self._cooldowns_document().get(
                 retry=_READ_RETRY, timeout=CALL_TIMEOUT_SECONDS
             )
         fields = snapshot.to_dict() if snapshot.exists else None
         placements = (fields or {}).get(COOLDOWNS_FIELD)
-        return cooldowns_from_document(placements) if isinstance(placements, Mapping) else {}
+        found = cooldowns_from_document(placements) if isinstance(placements, Mapping) else {}
+        self._cooldowns_read = (now, found)
+        return dict(found)
 
     def start_cooldown(self, cooldown: Cooldown) -> None:
         """Record ``cooldown`` under its key, by a merge that leaves every other key as it is
@@ -570,6 +581,9 @@ class Ledger:
                 retry=_WRITE_RETRY,
                 timeout=CALL_TIMEOUT_SECONDS,
             )
+        last = self._cooldowns_read
+        if last is not None:
+            self._cooldowns_read = (last[0], {**last[1], cooldown.key: cooldown})
 
     def _cooldowns_document(self) -> firestore.DocumentReference:
         collection = self._collection + COOLDOWNS_SUFFIX
