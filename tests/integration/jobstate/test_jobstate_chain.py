@@ -39,6 +39,7 @@ from shared.handlers.services import Services
 from shared.model.alerts import AlertReason
 from shared.model.results import DispatchOutcome
 from shared.model.runkeys import request_run_key, run_id
+from tooling import main
 
 CHAIN_CONFIG = Path(__file__).parent / "configs" / "chain.yaml"
 A100 = "NVIDIA_TESLA_A100"
@@ -253,6 +254,7 @@ def test_a_gpu_not_offered_moves_on_and_cools_the_placement_down_for_the_next_ru
     chain_services: Services,
     vertex: VertexAdmin,
     clock: Clock,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     vertex.call(
         "POST",
@@ -278,6 +280,14 @@ def test_a_gpu_not_offered_moves_on_and_cools_the_placement_down_for_the_next_ru
     assert list(cooldowns) == [CENTRAL_KEY]
     assert cooldowns[CENTRAL_KEY].until == clock() + timedelta(minutes=30)
     assert cooldowns[CENTRAL_KEY].run_id == first
+    # The operator sees it: `vertex-dispatch status --placements` (and --json).
+    assert main(["status", "--placements", "--config", str(CHAIN_CONFIG), "--json"]) == 0
+    (shown,) = json.loads(capsys.readouterr().out)["placements"]
+    assert (shown["key"], shown["cooling"], shown["run_id"]) == (CENTRAL_KEY, True, first)
+    assert main(["status", "--placements", "--config", str(CHAIN_CONFIG)]) == 0
+    table = capsys.readouterr().out
+    assert "flex_start  us-central1  a2-highgpu-1g" in table
+    assert "1 placement cooling down" in table
 
     # The next run, ten minutes on: us-central1 cools down, so us-east4 is tried first, and
     # us-central1 is recorded as passed over; no create goes to us-central1.
