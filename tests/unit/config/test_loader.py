@@ -77,6 +77,8 @@ def test_the_example_config_exercises_every_feature() -> None:
     assert config.completions_topic == "projects/acme-ml/topics/training-completions"
     assert config.templates["bert-package"].max_queue == timedelta(hours=12)
     assert config.templates["bert-package"].no_placement_give_up == timedelta(days=2)
+    assert config.cooldown == timedelta(minutes=30)
+    assert config.templates["bert-package"].cooldown == timedelta(hours=1)
     resnet = config.templates["resnet-a100"]
     assert resnet.retry.attempts == 4
     assert resnet.retry.retry_on == {
