@@ -567,8 +567,9 @@ def _no_placement(submission: Submission, walk: _Walk) -> DispatchResult:
                 f"job for {_hours(due.waited)} (since {since.isoformat()}):\n{reasons}"
             ),
             what_to_do=(
-                "free or start the persistent resources named, or add a FLEX_START placement to "
-                f"the chain; the run is retried every "
+                "free or start the persistent resources named, raise the quotas named, or add a "
+                "placement that can take the job (another region, FLEX_START) to the chain; the "
+                "run is retried every "
                 f"{describe_duration(submission.template.retry.backoff_base)}, alerted again at "
                 f"most daily, and ends FAILED once it has waited "
                 f"{describe_duration(limits.give_up_after)} "
@@ -611,8 +612,9 @@ def _give_up(
             f"{reasons}"
         ),
         what_to_do=(
-            "free or start the persistent resources named, or add a placement that can take "
-            f"the job, then `vertex-dispatch retry {run.run_id}`; to wait longer, raise "
+            "free or start the persistent resources named, raise the quotas named, or add a "
+            "placement that can take the job, then "
+            f"`vertex-dispatch retry {run.run_id}`; to wait longer, raise "
             "no_placement_give_up"
         ),
     )

@@ -305,6 +305,64 @@ def test_a_gpu_not_offered_moves_on_and_cools_the_placement_down_for_the_next_ru
     assert run_of(chain_services, third).attempts[0].skips == ()
 
 
+def test_a_persistent_resource_the_service_will_not_run_the_job_on_moves_on(
+    fresh_name: Callable[[str], str],
+    chain_services: Services,
+    vertex: VertexAdmin,
+) -> None:
+    # The resource reads RUNNING with a matching pool (the live rules pass), but the service
+    # refuses the create on it: the refusal belongs to the placement, so FLEX_START is next.
+    pool = "projects/local-project/locations/us-central1/persistentResources/a100-pool"
+    vertex.call("PUT", "persistentResources", persistent_resource(pool))
+    refusal = f"Persistent resource {pool} is in state STOPPING; it must be RUNNING to run jobs."
+    vertex.call(
+        "POST",
+        "faults",
+        {
+            "method": "CreateCustomJob",
+            "code": "FAILED_PRECONDITION",
+            "message": refusal,
+            "count": 1,
+        },
+    )
+
+    the_run_id, result = start(chain_services, "pool-then-flex", fresh_name("pool-refused"))
+
+    assert result.outcome is DispatchOutcome.SUBMITTED
+    assert create_statuses(vertex, the_run_id) == [
+        ("FAILED_PRECONDITION", "us-central1"),
+        ("OK", "us-central1"),
+    ]
+    (attempt,) = run_of(chain_services, the_run_id).attempts
+    assert attempt.placement == CENTRAL_FLEX
+    assert [(s.placement, s.skip_class) for s in attempt.skips] == [
+        ({"persistent_resource": "a100-pool"}, "capacity")
+    ]
+    assert list(chain_services.ledger.placement_cooldowns()) == [
+        "persistent_resource|us-central1|a100-pool"
+    ]
+
+
+def persistent_resource(name: str) -> dict[str, Any]:
+    """A RUNNING resource with one pool matching the chain templates' machine and disk."""
+    return {
+        "name": name,
+        "state": "RUNNING",
+        "resourcePools": [
+            {
+                "id": "a100-x1",
+                "machineSpec": {
+                    "machineType": "a2-highgpu-1g",
+                    "acceleratorType": A100,
+                    "acceleratorCount": 1,
+                },
+                "diskSpec": {"bootDiskType": "pd-ssd", "bootDiskSizeGb": 100},
+                "replicaCount": 1,
+            }
+        ],
+    }
+
+
 def test_an_expired_wait_cools_its_placement_so_the_next_run_starts_on_the_next_one(
     fresh_name: Callable[[str], str],
     chain_services: Services,
