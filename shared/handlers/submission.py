@@ -13,9 +13,19 @@ least once and CreateCustomJob takes no request id (docs/architecture.md, "Exact
    created. A create the service did not take (UNAVAILABLE, a rate limit) marks the intent so the
    redelivery takes it over after checking the labels; one whose outcome is unknown (a timeout,
    INTERNAL) leaves the intent to its lease, since its job may appear later than a lookup can
-   see it; one the service refuses ends the run and alerts. When no placement can take the job
-   now, the run waits for a retry; the no-placement watchdog alerts on a long wait and ends one
-   that lasts past ``no_placement_give_up`` (``_no_placement``).
+   see it. One the service refuses for the placement (quota, a GPU not offered in the region, a
+   persistent resource that cannot run the job) is a skip when the template's ``retry_on``
+   retries its class: the next placement is tried in the same delivery, its intent moved there
+   by compare-and-set on this delivery's own claim BEFORE its create, so the intent always names
+   the placement (region, parent) whose create is about to be made and the label lookup of a
+   takeover searches where the job could be. Any other refusal ends the run and alerts, listing
+   every placement tried. When no placement can take the job now, the run waits for a retry;
+   the no-placement watchdog alerts on a long wait and ends one that lasts past
+   ``no_placement_give_up`` (``_no_placement``).
+
+The walk tries placements cooling down after a capacity failure after the others
+(``policy.cooldown``; docs/architecture.md, "Placement cooldown"), and records every placement it
+passes over on the attempt (``Attempt.skips``).
 """
 
 from __future__ import annotations
