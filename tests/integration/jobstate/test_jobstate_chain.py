@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import json
 import random
+import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -37,6 +39,7 @@ from shared.handlers.dispatch import dispatch_event
 from shared.handlers.jobstate import JobStateOutcome, handle_job_event
 from shared.handlers.services import Services
 from shared.model.alerts import AlertReason
+from shared.model.errors import TransientError
 from shared.model.results import DispatchOutcome
 from shared.model.runkeys import request_run_key, run_id
 from tooling import main
@@ -163,6 +166,53 @@ def test_a_quota_refused_create_in_us_central1_moves_to_us_east4_in_the_same_del
     assert alerts_of(alerts, the_run_id) == []
     # A quota refusal is no capacity failure: nothing cools down.
     assert chain_services.ledger.placement_cooldowns() == {}
+
+
+def test_concurrent_deliveries_of_a_request_refused_once_make_exactly_one_job(
+    fresh_name: Callable[[str], str],
+    chain_services: Services,
+    vertex: VertexAdmin,
+) -> None:
+    # Eight copies of one request at once; the first create is refused for quota. Whichever
+    # delivery claims the attempt moves its intent to us-east4 before creating there; the others
+    # lose the claim, or find the intent and wait, then find the job by label where it names.
+    vertex.call(
+        "POST",
+        "faults",
+        {
+            "method": "CreateCustomJob",
+            "code": "RESOURCE_EXHAUSTED",
+            "message": QUOTA_MESSAGE,
+            "count": 1,
+        },
+    )
+    key = fresh_name("racing")
+    the_run_id = run_id(request_run_key("unused", key))
+
+    def deliver_until_acknowledged() -> DispatchOutcome:
+        for _ in range(40):
+            try:
+                return dispatch_event(job_request("two-regions", key), chain_services).outcome
+            except TransientError:  # AttemptInProgress, LedgerConflict: delivered again
+                time.sleep(0.25)
+        raise AssertionError("never acknowledged")
+
+    with ThreadPoolExecutor(8) as pool:
+        outcomes = list(pool.map(lambda _: deliver_until_acknowledged(), range(8)))
+
+    assert outcomes.count(DispatchOutcome.SUBMITTED) == 1, outcomes
+    assert set(outcomes) <= {
+        DispatchOutcome.SUBMITTED,
+        DispatchOutcome.DUPLICATE,
+        DispatchOutcome.REATTACHED,
+    }
+    assert [status for status, _ in create_statuses(vertex, the_run_id)] == [
+        "RESOURCE_EXHAUSTED",
+        "OK",
+    ]
+    (attempt,) = run_of(chain_services, the_run_id).attempts
+    assert jobs_of(the_run_id, "us-east4") == [attempt.job_name]
+    assert jobs_of(the_run_id, "us-central1") == []
 
 
 def test_a_quota_refusal_the_template_does_not_retry_fails_the_run_with_one_alert(
