@@ -352,16 +352,21 @@ class Ledger:
         return self._apply(run_id, lambda run: with_status(run, status, next_retry))[0]
 
     def wait_for_retry(
-        self, current: RunSnapshot, next_retry: RetryPlan, since: datetime | None = None
+        self,
+        current: RunSnapshot,
+        next_retry: RetryPlan,
+        since: datetime | None = None,
+        skips: tuple[PlacementSkip, ...] = (),
     ) -> RunSnapshot:
         """Make the run wait for ``next_retry`` because no placement can take it, only if it is
         still ``current``; the wait's start (``no_placement_since``: ``since``, or the ledger's
-        clock) is noted unless the run was waiting already.
+        clock) is noted unless the run was waiting already, and ``skips``, why each placement
+        could not take it (``no_placement_skips``).
 
         A delivery that found no placement must not overwrite what another delivery did
         meanwhile (created the job): otherwise ``LedgerConflict``, and the redelivery reads again.
         """
-        changed = with_placement_wait(current.run, next_retry, since or self._clock())
+        changed = with_placement_wait(current.run, next_retry, since or self._clock(), skips)
         return self._write_if_unchanged(current, changed)
 
     def fail_waiting(self, current: RunSnapshot) -> RunSnapshot:

@@ -563,7 +563,9 @@ def _no_placement(submission: Submission, walk: _Walk) -> DispatchResult:
         placement_index=0,
         reason="no placement could take the job",
     )
-    snapshot = submission.ledger.wait_for_retry(snapshot, next_retry, since)  # or LedgerConflict
+    # The walk's skips go on the run when it claimed no attempt (else they are the attempt's).
+    skips = () if walk.claimed else tuple(walk.skips)
+    snapshot = submission.ledger.wait_for_retry(snapshot, next_retry, since, skips)  # or conflict
     if due.alert_claim is not None:
         alert_once(
             submission.ledger,

@@ -40,6 +40,9 @@ The document (field names as stored)::
     no_placement_since                 null, or when the run began waiting for a placement
                                        that can take it (kept across its retries; null again
                                        once a job is recorded)
+    no_placement_skips                 list of skips (as an attempt's): why each placement
+                                       could not take the run when its last walk found none
+                                       (absent: none; emptied once a job is recorded)
     created_at, updated_at             timestamps
     job_ids                            derived, never read back: the numeric ids of the
                                        attempts' jobs (``customJobs/ID``), for the job-state
@@ -227,6 +230,10 @@ class Run:
     # across the retries of that wait, cleared when a job is recorded or an operator reopens
     # the run. The no-placement watchdog (``policy.watchdogs``) measures the wait from it.
     no_placement_since: datetime | None = None
+    # Why each placement could not take the run when its last walk found none (the same record
+    # as an attempt's skips; a walk that claimed an attempt records them there instead):
+    # emptied when a job is recorded or an operator reopens the run.
+    no_placement_skips: tuple[PlacementSkip, ...] = ()
     created_at: datetime | None = None  # set by open_run
     updated_at: datetime | None = None  # set by every write
 
@@ -312,7 +319,9 @@ def with_job(
     is_last = attempt_number == run.attempts[-1].number
     status = RunStatus.SUBMITTED if is_last and run.status is RunStatus.SUBMITTING else run.status
     # A job exists: whatever wait for a placement the run had is over.
-    return replace(_with_attempt(run, updated), status=status, no_placement_since=None)
+    return replace(
+        _with_attempt(run, updated), status=status, no_placement_since=None, no_placement_skips=()
+    )
 
 
 def with_attempt_state(
@@ -440,7 +449,11 @@ def with_reopened(run: Run, next_retry: RetryPlan) -> Run:
             "can be retried; start a new run with a new trigger instead"
         )
     return replace(
-        run, status=RunStatus.WAITING_RETRY, next_retry=next_retry, no_placement_since=None
+        run,
+        status=RunStatus.WAITING_RETRY,
+        next_retry=next_retry,
+        no_placement_since=None,
+        no_placement_skips=(),
     )
 
 
@@ -464,11 +477,21 @@ def with_status(run: Run, status: RunStatus, next_retry: RetryPlan | None = None
     return replace(run, status=status, next_retry=next_retry)
 
 
-def with_placement_wait(run: Run, next_retry: RetryPlan, since: datetime) -> Run:
+def with_placement_wait(
+    run: Run,
+    next_retry: RetryPlan,
+    since: datetime,
+    skips: tuple[PlacementSkip, ...] = (),
+) -> Run:
     """``run`` waiting for ``next_retry`` because no placement can take it; its wait began at
-    ``since`` unless it was waiting already (``no_placement_since`` is kept across retries)."""
+    ``since`` unless it was waiting already (``no_placement_since`` is kept across retries);
+    ``skips`` say why each placement could not (the last walk's, at most MAX_ATTEMPT_SKIPS)."""
     waiting = with_status(run, RunStatus.WAITING_RETRY, next_retry)
-    return replace(waiting, no_placement_since=run.no_placement_since or since)
+    return replace(
+        waiting,
+        no_placement_since=run.no_placement_since or since,
+        no_placement_skips=skips[-MAX_ATTEMPT_SKIPS:],
+    )
 
 
 def with_alert(run: Run, reason: str) -> Run:
@@ -658,6 +681,7 @@ def run_to_document(run: Run) -> dict[str, Any]:
         "operator_grant": run.operator_grant,
         "recovery_published_at": run.recovery_published_at,
         "no_placement_since": run.no_placement_since,
+        "no_placement_skips": [_skip_to_document(skip) for skip in run.no_placement_skips],
         "created_at": run.created_at,
         "updated_at": run.updated_at,
         ACTIONS_OWED_FIELD: bool(owed_actions(run)),  # derived, for the reconciler's query
@@ -687,6 +711,9 @@ def run_from_document(document: Mapping[str, Any]) -> Run:
         operator_grant=document.get("operator_grant"),
         recovery_published_at=document.get("recovery_published_at"),
         no_placement_since=document.get("no_placement_since"),
+        no_placement_skips=tuple(
+            _skip_from_document(skip) for skip in document.get("no_placement_skips") or ()
+        ),
         created_at=document.get("created_at"),
         updated_at=document.get("updated_at"),
     )

@@ -14,11 +14,14 @@ from shared.model.runs import (
     SKIP_REASON_CHARS,
     InvalidTransition,
     PlacementSkip,
+    RetryPlan,
     RunStatus,
     SkipClass,
     run_from_document,
     run_to_document,
     with_claimed_attempt,
+    with_job,
+    with_placement_wait,
     with_refused_create,
 )
 
@@ -90,3 +93,18 @@ def test_a_create_cannot_be_refused_for_an_attempt_that_has_its_job() -> None:
     run = a_run(RunStatus.SUBMITTED, an_attempt(1, job_name="j", state="JOB_STATE_QUEUED"))
     with pytest.raises(InvalidTransition):
         with_refused_create(run, 1, {"message": "x"}, ())
+
+
+def test_a_run_no_placement_takes_keeps_its_walks_skips_until_a_job_is_recorded() -> None:
+    plan = RetryPlan(NOW + timedelta(minutes=1), 1, 0, "no placement could take the job")
+    unavailable = a_skip(0, SkipClass.UNAVAILABLE)
+
+    waiting = with_placement_wait(a_run(), plan, NOW, (unavailable,))
+
+    assert waiting.no_placement_skips == (unavailable,)
+    assert run_from_document(run_to_document(waiting)) == waiting
+    again = with_placement_wait(waiting, plan, NOW + timedelta(minutes=1), ())
+    assert again.no_placement_skips == ()  # the last walk's, not an accumulation
+    claimed = with_claimed_attempt(waiting, an_attempt(1))
+    with_a_job = with_job(claimed, 1, "j", "JOB_STATE_QUEUED")
+    assert with_a_job.no_placement_skips == ()
