@@ -26,9 +26,11 @@ is read (docs/architecture.md, "Events are hints, state is read"):
    run's last attempt is classified (``classify.classify``), decided (``decisions.decide``) and
    recorded in ONE compare-and-set with the decision, so the same hint twice makes one decision:
    a delivery that loses the race gets ``LedgerConflict`` (transient), and its redelivery finds
-   the decision made. One exception: a FAILED job without an error that ended less than
-   ``timing.ERROR_SETTLE_TIME`` ago is recorded but not decided (DEFERRED): Vertex AI sets the
-   error about a minute after the end, and deciding on no error would alert instead of retrying.
+   the decision made. A capacity end first starts its placement's cooldown
+   (``policy.cooldown``: new attempts try the other placements first). One exception: a
+   FAILED job without an error that ended less than ``timing.ERROR_SETTLE_TIME`` ago is
+   recorded but not decided (DEFERRED): Vertex AI sets the error about a minute after the end,
+   and deciding on no error would alert instead of retrying.
    The hint is acknowledged; the reconciler's next tick (or a later hint) reads the job again
    and decides;
 4. ``actions.ensure_actions``: what the recorded run requires (alerts once per reason, the
