@@ -248,6 +248,47 @@ def test_a_quota_refusal_the_template_does_not_retry_fails_the_run_with_one_aler
     assert "retry_on" in sent[0]["what_to_do"]
 
 
+def test_a_refusal_not_retried_after_one_that_was_fails_with_one_alert_listing_both(
+    fresh_name: Callable[[str], str],
+    chain_services: Services,
+    vertex: VertexAdmin,
+    subscribe: Callable[[str], Subscription],
+) -> None:
+    alerts = subscribe(chain_services.config.alerts_topic)
+    not_offered_east = NOT_OFFERED_MESSAGE.replace("us-central1", "us-east4")
+    for code, message in (
+        ("RESOURCE_EXHAUSTED", QUOTA_MESSAGE),  # retried: move on
+        ("INVALID_ARGUMENT", not_offered_east),  # capacity, not retried: the end
+    ):
+        vertex.call(
+            "POST",
+            "faults",
+            {"method": "CreateCustomJob", "code": code, "message": message, "count": 1},
+        )
+
+    the_run_id, result = start(chain_services, "quota-only", fresh_name("capacity-no"))
+
+    assert result.outcome is DispatchOutcome.REJECTED
+    assert create_statuses(vertex, the_run_id) == [
+        ("RESOURCE_EXHAUSTED", "us-central1"),
+        ("INVALID_ARGUMENT", "us-east4"),
+    ]
+    run = run_of(chain_services, the_run_id)
+    assert run.status is RunStatus.FAILED
+    (attempt,) = run.attempts
+    assert (attempt.placement, attempt.state) == (EAST_FLEX, "CREATE_FAILED")
+    assert [(s.region, s.skip_class) for s in attempt.skips] == [
+        ("us-central1", "quota"),
+        ("us-east4", "capacity"),
+    ]
+    (alert,) = alerts_of(alerts, the_run_id)
+    assert alert["reason"] == AlertReason.NO_PLACEMENT
+    lines = alert["message"].splitlines()
+    assert any("FLEX_START" in line and "exceed quota limits" in line for line in lines)
+    assert any("us-east4" in line and "not supported in location" in line for line in lines)
+    assert "retry_on" in alert["what_to_do"]
+
+
 def test_every_create_refused_makes_the_run_wait_then_its_retry_takes_the_attempt_over(
     fresh_name: Callable[[str], str],
     chain_services: Services,
