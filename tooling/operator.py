@@ -1,5 +1,8 @@
 """``vertex-dispatch status``, ``retry`` and ``cancel``: the operator's view of runs, and actions.
 
+``status --placements`` shows the placements cooling down after a capacity failure instead of the
+runs (``shared.policy.cooldown``): new attempts try them after the other placements of their chain.
+
 They read the ledger (Firestore) named by the config; ``retry`` publishes on the requests topic and
 ``cancel`` asks Vertex AI, so dispatch and the job-state function do the rest. A run id is checked
 for its shape before any client is built (a usage error, exit 2), and each command refuses, with
@@ -30,6 +33,7 @@ if TYPE_CHECKING:
 
     from shared.adapters.ledger import Ledger, Run, RunSnapshot
     from shared.config.model import Config
+    from shared.model.cooldowns import Cooldown
 
 CONFIG_ENV: Final = "VERTEX_DISPATCH_CONFIG"
 OPERATOR_CONFIG_HELP: Final = f"{CONFIG_HELP} (default: ${CONFIG_ENV})"
@@ -48,6 +52,17 @@ STATUS_COLUMNS: Final = (
     "ALERTS",
     "JOB",
 )
+PLACEMENT_COLUMNS: Final = (
+    "KIND",
+    "REGION",
+    "MACHINE",
+    "COOLING UNTIL",
+    "LEFT",
+    "SINCE",
+    "RUN",
+    "REASON",
+)
+REASON_CELL_CHARS: Final = 80
 
 
 def add_operator_commands(commands: argparse._SubParsersAction) -> None:
@@ -64,7 +79,19 @@ def add_operator_commands(commands: argparse._SubParsersAction) -> None:
     )
     status.add_argument("--config", metavar="FILE", help=OPERATOR_CONFIG_HELP)
     status.add_argument("--json", action="store_true", help="print the runs as JSON")
-    status.add_argument("--all", action="store_true", help="include finished runs")
+    status.add_argument(
+        "--all",
+        action="store_true",
+        help="include finished runs (with --placements: cooldowns that ended too)",
+    )
+    status.add_argument(
+        "--placements",
+        action="store_true",
+        help=(
+            "list the placements cooling down after a capacity failure (tried after the "
+            "others by new attempts), and until when, instead of runs"
+        ),
+    )
     status.add_argument(
         "--limit",
         type=int,
@@ -150,6 +177,8 @@ def _run_status(args: argparse.Namespace) -> int:
     config = _operator_config(args)
     if config is None:
         return EXIT_PROBLEMS
+    if args.placements:
+        return _placements_status(args, config)
     statuses = list(RunStatus) if args.all else [s for s in RunStatus if not s.is_terminal()]
     missing: list[str] = []
     try:
@@ -170,6 +199,74 @@ def _run_status(args: argparse.Namespace) -> int:
     for run_id in missing:
         fail("status", f"run {run_id} is not in the ledger; `status --all` lists runs")
     return EXIT_PROBLEMS if missing else EXIT_OK
+
+
+def _placements_status(args: argparse.Namespace, config: Config) -> int:
+    """``status --placements``: the placement cooldowns in the ledger, latest end first."""
+    from google.auth.exceptions import GoogleAuthError
+
+    from shared.adapters.ledger import utc_now
+    from shared.model.errors import DispatchError
+
+    if args.run_ids:
+        fail("status", "--placements lists placements, not runs: leave out the run ids")
+        return EXIT_PROBLEMS
+    try:
+        cooldowns = list(_operator_ledger(config).placement_cooldowns().values())
+    except (DispatchError, GoogleAuthError) as error:
+        return _operator_failure("status", error)
+    now = utc_now()
+    shown = sorted(
+        (c for c in cooldowns if args.all or c.until > now), key=lambda c: c.until, reverse=True
+    )
+    if args.json:
+        print_json({"placements": [cooldown_document(c, now) for c in shown]})
+    else:
+        print(placements_table(shown, now))
+    return EXIT_OK
+
+
+def cooldown_document(cooldown: Cooldown, now: datetime) -> dict[str, Any]:
+    """A placement cooldown as `status --placements --json` prints it."""
+    from shared.model.cooldowns import cooldown_to_document
+
+    document = {"key": cooldown.key, **cooldown_to_document(cooldown)}
+    document["cooling"] = cooldown.until > now
+    return json.loads(json.dumps(document, default=_json_default))
+
+
+def placements_table(cooldowns: Sequence[Cooldown], now: datetime) -> str:
+    """The placement cooldowns as an aligned text table, one line each."""
+    rows = [PLACEMENT_COLUMNS, *(_placement_row(c, now) for c in cooldowns)]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(PLACEMENT_COLUMNS))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)) for row in rows]
+    cooling = sum(1 for c in cooldowns if c.until > now)
+    footer = (
+        f"{cooling} placement{'s' if cooling != 1 else ''} cooling down (a template with its "
+        "own cooldown measures it from SINCE)"
+    )
+    return "\n".join([*(line.rstrip() for line in lines), footer])
+
+
+def _placement_row(cooldown: Cooldown, now: datetime) -> tuple[str, ...]:
+    left = int((cooldown.until - now).total_seconds())
+    reason = " ".join(cooldown.reason.split())
+    if len(reason) > REASON_CELL_CHARS:
+        reason = reason[: REASON_CELL_CHARS - 1] + "…"
+    return (
+        cooldown.kind or "-",
+        cooldown.region or "-",
+        cooldown.machine or "-",
+        _rfc3339(cooldown.until),
+        f"{left // 60}m{left % 60:02d}s" if left > 0 else "ended",
+        _rfc3339(cooldown.since),
+        cooldown.run_id or "-",
+        reason or "-",
+    )
+
+
+def _rfc3339(moment: datetime) -> str:
+    return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def _created_key(run: Run) -> str:

@@ -17,7 +17,10 @@ one delivery wins; the other writes re-read and re-apply their change a few time
 because each change is a pure function of the run that is idempotent when already applied.
 The document's fields are listed in ``shared.model.runs``.
 
-Beside the runs, one document holds the reconciler's state (its round-robin cursor and Vertex AI
+Beside the runs, one small document holds the placements cooling down after a capacity failure
+(``shared.model.cooldowns``; ``placement_cooldowns``, ``start_cooldown``), in a collection of its
+own too, each placement's entry written by a merge so that writers never clobber each other.
+One document holds the reconciler's state (its round-robin cursor and Vertex AI
 backoff, ``shared.model.reconciler_state``), in a collection of its own so that no query on runs
 sees it; ``next_runs`` is the round-robin's ordered query.
 """
@@ -27,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from google.api_core import exceptions as api_exceptions
@@ -35,6 +38,7 @@ from google.api_core import retry as api_retry
 from google.protobuf.message import DecodeError
 
 from shared.adapters import clients
+from shared.model.cooldowns import Cooldown, cooldown_to_document, cooldowns_from_document
 from shared.model.errors import BackendUnavailable
 from shared.model.reconciler_state import (
     ReconcilerState,
@@ -56,6 +60,7 @@ from shared.model.runs import (
     InvalidTransition,
     LedgerConflict,
     LedgerRejected,
+    PlacementSkip,
     RetryPlan,
     Run,
     RunNotFound,
@@ -77,12 +82,14 @@ from shared.model.runs import (
     with_operator_grant,
     with_placement_wait,
     with_recovery_published,
+    with_refused_create,
     with_reopened,
     with_retry_published,
     with_status,
     with_waiting_cancelled,
     without_alert,
 )
+from shared.policy.timing import COOLDOWNS_READ_EVERY
 
 if TYPE_CHECKING:
     from google.cloud import firestore
@@ -90,6 +97,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CALL_TIMEOUT_SECONDS",
+    "COOLDOWNS_DOCUMENT",
     "CREATE_FAILED_STATE",
     "DEFAULT_COLLECTION",
     "INTENT_STATE",
@@ -108,6 +116,7 @@ __all__ = [
     "Ledger",
     "LedgerConflict",
     "LedgerRejected",
+    "PlacementSkip",
     "RetryPlan",
     "Run",
     "RunNotFound",
@@ -147,6 +156,10 @@ ROUND_ROBIN_INDEX: tuple[tuple[str, str], ...] = (
 # the runs' queries never see it.
 RECONCILER_STATE_SUFFIX = "-reconciler"
 RECONCILER_STATE_DOCUMENT = "state"
+# The placements cooling down (shared.model.cooldowns): one document in a collection of its own.
+COOLDOWNS_SUFFIX = "-placements"
+COOLDOWNS_DOCUMENT = "cooldowns"
+COOLDOWNS_FIELD = "placements"
 
 
 CALL_TIMEOUT_SECONDS = 20.0
@@ -224,6 +237,8 @@ class Ledger:
         self._client = client
         self._collection = collection
         self._clock = clock
+        # The cooldowns last read, and when (this ledger's clock): see placement_cooldowns.
+        self._cooldowns_read: tuple[datetime, dict[str, Cooldown]] | None = None
 
     def open_run(self, run: Run) -> tuple[RunSnapshot, bool]:
         """Create ``run`` if no run has its id; else read the existing one. True when created."""
@@ -297,6 +312,39 @@ class Ledger:
             run_id, lambda run: with_attempt_state(run, attempt_number, CREATE_FAILED_STATE, error)
         )[0]
 
+    def record_refused_create(
+        self,
+        current: RunSnapshot,
+        attempt_number: int,
+        error: Mapping[str, Any],
+        skips: tuple[PlacementSkip, ...],
+    ) -> RunSnapshot:
+        """Note that the service refused attempt ``attempt_number``'s create (nothing was made:
+        CREATE_FAILED) and the placements its walk passed over, while the attempt still holds
+        the intent ``current`` records (the claim this delivery wrote). Tried on ``current``
+        first; a write beside it (an alert) is re-read and re-applied, but an intent another
+        delivery took over meanwhile is not ours to mark: ``LedgerConflict``."""
+        ours = current.run.attempt(attempt_number)
+
+        def change(run: Run) -> Run:
+            attempt = run.attempt(attempt_number)
+            if (
+                ours is None
+                or attempt is None
+                or (attempt.intent_at, attempt.placement)
+                != (
+                    ours.intent_at,
+                    ours.placement,
+                )
+            ):
+                raise LedgerConflict(
+                    f"run {run.run_id} attempt {attempt_number} was taken over while its create "
+                    "was being refused; deliver again to see the attempt as it is"
+                )
+            return with_refused_create(run, attempt_number, error, skips)
+
+        return self._apply(current.run.run_id, change, current)[0]
+
     def set_status(
         self, run_id: str, status: RunStatus, next_retry: RetryPlan | None = None
     ) -> RunSnapshot:
@@ -304,16 +352,21 @@ class Ledger:
         return self._apply(run_id, lambda run: with_status(run, status, next_retry))[0]
 
     def wait_for_retry(
-        self, current: RunSnapshot, next_retry: RetryPlan, since: datetime | None = None
+        self,
+        current: RunSnapshot,
+        next_retry: RetryPlan,
+        since: datetime | None = None,
+        skips: tuple[PlacementSkip, ...] = (),
     ) -> RunSnapshot:
         """Make the run wait for ``next_retry`` because no placement can take it, only if it is
         still ``current``; the wait's start (``no_placement_since``: ``since``, or the ledger's
-        clock) is noted unless the run was waiting already.
+        clock) is noted unless the run was waiting already, and ``skips``, why each placement
+        could not take it (``no_placement_skips``).
 
         A delivery that found no placement must not overwrite what another delivery did
         meanwhile (created the job): otherwise ``LedgerConflict``, and the redelivery reads again.
         """
-        changed = with_placement_wait(current.run, next_retry, since or self._clock())
+        changed = with_placement_wait(current.run, next_retry, since or self._clock(), skips)
         return self._write_if_unchanged(current, changed)
 
     def fail_waiting(self, current: RunSnapshot) -> RunSnapshot:
@@ -502,6 +555,44 @@ class Ledger:
             self._state_document().set(
                 state_to_document(state), retry=_WRITE_RETRY, timeout=CALL_TIMEOUT_SECONDS
             )
+
+    def placement_cooldowns(self) -> dict[str, Cooldown]:
+        """Every placement cooldown recorded, by key (expired ones included: the caller compares
+        them with its clock). One read of one small document, reused by this ledger for
+        ``COOLDOWNS_READ_EVERY`` (``policy.timing``) so that a busy instance does not add a
+        read to every submission; its own ``start_cooldown`` writes are seen at once."""
+        now = self._clock()
+        last = self._cooldowns_read
+        if last is not None and timedelta(0) <= now - last[0] < COOLDOWNS_READ_EVERY:
+            return dict(last[1])
+        with _translated_errors("get", "placement cooldowns"):
+            snapshot = self._cooldowns_document().get(
+                retry=_READ_RETRY, timeout=CALL_TIMEOUT_SECONDS
+            )
+        fields = snapshot.to_dict() if snapshot.exists else None
+        placements = (fields or {}).get(COOLDOWNS_FIELD)
+        found = cooldowns_from_document(placements) if isinstance(placements, Mapping) else {}
+        self._cooldowns_read = (now, found)
+        return dict(found)
+
+    def start_cooldown(self, cooldown: Cooldown) -> None:
+        """Record ``cooldown`` under its key, by a merge that leaves every other key as it is
+        (two instances cooling two placements at once both land; the same placement twice: the
+        last write wins, and both say about the same)."""
+        with _translated_errors("set", "placement cooldowns"):
+            self._cooldowns_document().set(
+                {COOLDOWNS_FIELD: {cooldown.key: cooldown_to_document(cooldown)}},
+                merge=True,
+                retry=_WRITE_RETRY,
+                timeout=CALL_TIMEOUT_SECONDS,
+            )
+        last = self._cooldowns_read
+        if last is not None:
+            self._cooldowns_read = (last[0], {**last[1], cooldown.key: cooldown})
+
+    def _cooldowns_document(self) -> firestore.DocumentReference:
+        collection = self._collection + COOLDOWNS_SUFFIX
+        return self._client.collection(collection).document(COOLDOWNS_DOCUMENT)
 
     def _ordered(
         self,

@@ -11,8 +11,13 @@ ABORTED, UNKNOWN, CANCELLED, DATA_LOSS,       retries). After a *create* the job
 any 5xx, a network or token-transport error   anyway: the ledger's intent and the job's labels
                                               let the redelivery find it (``find_jobs_by_label``).
 INVALID_ARGUMENT, FAILED_PRECONDITION,        ``VertexRejected`` (an ``InvalidJobSpec``) carrying
-OUT_OF_RANGE, ALREADY_EXISTS, UNIMPLEMENTED,  the service's own message.
-other 4xx, a malformed name or label filter
+OUT_OF_RANGE, ALREADY_EXISTS, UNIMPLEMENTED,  the service's own message. Two refusals of a
+other 4xx, a malformed name or label filter   create belong to the placement, not the job, and
+                                              are subclasses of their own: a GPU "not supported
+                                              in location" (``AcceleratorNotOffered``) and a
+                                              persistent resource the service will not run the
+                                              job on (``PersistentResourceRefused``: not
+                                              RUNNING, no matching pool, another CMEK key).
 PERMISSION_DENIED, UNAUTHENTICATED, missing   ``VertexPermissionDenied``, naming the permission
 credentials                                   and the role to grant (``roles/aiplatform.user``).
 NOT_FOUND                                     ``get_persistent_resource`` returns None;
@@ -81,6 +86,27 @@ class VertexRejected(InvalidJobSpec):
     """Vertex AI refused the request as invalid; the message is the service's own."""
 
     headline = "Vertex AI refused the job as invalid"
+
+
+class PlacementRefused(VertexRejected):
+    """Vertex AI refused a create for a reason that belongs to the placement, not the job: the
+    next placement of the chain may take the same job (``handlers.submission`` moves on)."""
+
+    headline = "Vertex AI refused the job on this placement"
+
+
+class AcceleratorNotOffered(PlacementRefused):
+    """The job's GPU type is not offered in the placement's region ("Accelerator type A is not
+    supported in location R.")."""
+
+    headline = "the GPU type is not offered in this region"
+
+
+class PersistentResourceRefused(PlacementRefused):
+    """The persistent resource cannot run the job: not RUNNING, missing, no resource pool
+    matching the job's machine, or another network or encryption key than the job's."""
+
+    headline = "the persistent resource cannot run the job"
 
 
 class VertexPermissionDenied(PermissionMissing):
@@ -155,6 +181,10 @@ _PERMISSION_BY_METHOD: dict[str, str] = {
     "GetPersistentResource": "aiplatform.persistentResources.get",
 }
 
+_NOT_OFFERED_MESSAGE = re.compile(
+    r"(accelerator|machine) type \S+ is not supported in (location|region|zone)", re.IGNORECASE
+)
+_PERSISTENT_RESOURCE_MESSAGE = re.compile(r"persistent[ _]?resource", re.IGNORECASE)
 _RATE_LIMIT_MESSAGE = re.compile(r"per (minute|second)|rate limit", re.IGNORECASE)
 _RATE_LIMIT_REASON = "RATE_LIMIT_EXCEEDED"
 _LOCATION_OF_NAME = re.compile(r"^projects/[^/]+/locations/([a-z0-9-]+)(?:/|$)")
@@ -307,6 +337,10 @@ def _translated(error: api_exceptions.GoogleAPICallError, method: str, resource:
             return OutcomeUnknown(f"{what} failed, and may have been carried out: {error.message}")
         return BackendUnavailable(f"{what} failed, try again: {error.message}")
     if failure is _CallFailure.REJECTED:
+        if method == "CreateCustomJob":
+            refused = _placement_refusal(error, what)
+            if refused is not None:
+                return refused
         return VertexRejected(
             f"{what} was rejected: {error.message}; change what the message names (in the "
             "template, its placement or the request) and send the request again"
@@ -327,6 +361,24 @@ def _translated(error: api_exceptions.GoogleAPICallError, method: str, resource:
         f"{what} exceeded a quota: {error.message}; ask for fewer or other accelerators, another "
         "region, or request a quota increase (console: IAM & Admin > Quotas)"
     )
+
+
+def _placement_refusal(
+    error: api_exceptions.GoogleAPICallError, what: str
+) -> PlacementRefused | None:
+    """A create's refusal that belongs to the placement (matched on the service's message, the
+    only place it says which rule refused), or None for a refusal of the job itself."""
+    if _NOT_OFFERED_MESSAGE.search(error.message):
+        return AcceleratorNotOffered(
+            f"{what} was refused: {error.message}; the GPU type is not offered in this region: "
+            "choose a region that offers it (or another GPU) for this placement"
+        )
+    if _PERSISTENT_RESOURCE_MESSAGE.search(error.message):
+        return PersistentResourceRefused(
+            f"{what} was refused: {error.message}; the persistent resource cannot run this job "
+            "as the message says (start it, or match its pools, network and encryption key)"
+        )
+    return None
 
 
 def _failure_of(error: api_exceptions.GoogleAPICallError) -> _CallFailure:

@@ -31,6 +31,7 @@ from shared.config.watching import (
     read_alert_webhook,
     read_no_placement_limits,
     read_reconcile_max_runs,
+    read_top_cooldown,
     read_watchdog_grace,
 )
 from shared.config.yamlfile import parse_yaml
@@ -39,6 +40,7 @@ TOP_LEVEL_KEYS = frozenset(
     {"project", "region", "alerts_topic", "requests_topic", "completions_topic"}
     | {"job_events_topic", "watchdog_grace", "reconcile_max_runs", "alert_webhook"}
     | {"no_placement_alert", "no_placement_give_up"}
+    | {"cooldown"}
     | {"guards", "routes", "templates"}
 )
 FileReader = Callable[[str], str]  # a reference as written in the config -> the file's text
@@ -79,6 +81,7 @@ def parse_config(
     )
     alert_webhook = read_alert_webhook(top.get("alert_webhook"), "alert_webhook", problems)
     no_placement_alert, no_placement_give_up = read_no_placement_limits(top, problems)
+    cooldown = read_top_cooldown(top.get("cooldown"), "cooldown", problems)
     guards = read_guards(top.get("guards"), "guards", problems)
     context = TemplateContext(
         project=project, region=region, read_file=read_file or read_file_beside(base_dir)
@@ -104,6 +107,7 @@ def parse_config(
         reconcile_max_runs=max_runs,
         no_placement_alert=no_placement_alert,
         no_placement_give_up=no_placement_give_up,
+        cooldown=cooldown,
         alert_webhook=alert_webhook,
         guards=guards,
         routes=tuple(routes.values()),

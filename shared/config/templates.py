@@ -38,7 +38,7 @@ from shared.config.placements import read_placements
 from shared.config.problems import Problems, child, item
 from shared.config.retry import read_retry_policy
 from shared.config.shorthand import GCS_URI, read_worker_pools
-from shared.config.watching import read_watchdog_limit
+from shared.config.watching import read_cooldown, read_watchdog_limit
 from shared.config.yamlfile import parse_yaml
 from shared.model.errors import ConfigError
 
@@ -49,6 +49,7 @@ TEMPLATE_KEYS = frozenset(
     | {"base_output_dir", "experiment", "experiment_run", "placement", "retry"}
     | {"max_queue", "no_placement_alert", "no_placement_give_up"}
     | {"encryption_key"}
+    | {"cooldown"}
 )
 IMPORTERS: Mapping[str, Callable[[object, str, Problems], ImportedJob | None]] = {
     "gcloud_config": import_gcloud_config,
@@ -121,6 +122,7 @@ def read_template(
         read_encryption_key(spec.get("encryption_key"), child(path, "encryption_key"), problems)
         or imported.encryption_key
     )
+    cooldown = read_cooldown(spec.get("cooldown"), child(path, "cooldown"), problems)
     if placements is None:
         return None
     form = next(TemplateForm(key) for key in SPEC_SOURCES if spec.get(key) is not None)
@@ -145,6 +147,7 @@ def read_template(
         no_placement_alert=limits["no_placement_alert"],
         no_placement_give_up=limits["no_placement_give_up"],
         encryption_key=encryption_key,
+        cooldown=cooldown,
         origin=origin,
     )
 

@@ -7,6 +7,7 @@ Users write (all optional; docs/configuration.md, "Top level")::
     reconcile_max_runs: 2000                        # active runs one reconcile tick reads
     no_placement_alert: 6h                          # a run no placement takes: alert, then daily
     no_placement_give_up: 7d                        # ... and end it FAILED
+    cooldown: 30m                                   # a placement that failed for capacity: last
     alert_webhook: {url_env: ALERT_WEBHOOK_URL, format: slack, timeout: 5s}
 
 The webhook URL is a credential (anyone holding it may post), so the config names only the
@@ -22,6 +23,7 @@ from datetime import timedelta
 from shared.config.durations import describe_duration
 from shared.config.fields import read_duration, read_int, read_mapping, read_text
 from shared.config.model import (
+    DEFAULT_COOLDOWN,
     DEFAULT_NO_PLACEMENT_ALERT,
     DEFAULT_NO_PLACEMENT_GIVE_UP,
     DEFAULT_RECONCILE_MAX_RUNS,
@@ -54,6 +56,29 @@ def read_watchdog_limit(value: object, path: str, problems: Problems) -> timedel
         problems.add(path, "must be longer than 0s, e.g. 24h; or leave it out for the default")
         return None
     return limit
+
+
+MAX_COOLDOWN = timedelta(days=7)  # longer would hide a placement that is back for good
+
+
+def read_cooldown(value: object, path: str, problems: Problems) -> timedelta | None:
+    """A ``cooldown`` (top level or a template's): a duration from 0 (off) to 7 days, or None
+    when left out (or wrong, once the problem is recorded)."""
+    length = read_duration(value, path, problems)
+    if length is not None and not timedelta(0) <= length <= MAX_COOLDOWN:
+        problems.add(
+            path,
+            f"{describe_duration(length)} is out of range: use 0 (no cooldown) up to "
+            f"{describe_duration(MAX_COOLDOWN)}, e.g. 30m",
+        )
+        return None
+    return length
+
+
+def read_top_cooldown(value: object, path: str, problems: Problems) -> timedelta:
+    """The top-level ``cooldown``, ``DEFAULT_COOLDOWN`` (30m) when left out."""
+    length = read_cooldown(value, path, problems)
+    return DEFAULT_COOLDOWN if length is None else length
 
 
 def read_no_placement_limits(

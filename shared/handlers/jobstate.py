@@ -26,9 +26,11 @@ is read (docs/architecture.md, "Events are hints, state is read"):
    run's last attempt is classified (``classify.classify``), decided (``decisions.decide``) and
    recorded in ONE compare-and-set with the decision, so the same hint twice makes one decision:
    a delivery that loses the race gets ``LedgerConflict`` (transient), and its redelivery finds
-   the decision made. One exception: a FAILED job without an error that ended less than
-   ``timing.ERROR_SETTLE_TIME`` ago is recorded but not decided (DEFERRED): Vertex AI sets the
-   error about a minute after the end, and deciding on no error would alert instead of retrying.
+   the decision made. A capacity end first starts its placement's cooldown
+   (``policy.cooldown``: new attempts try the other placements first). One exception: a
+   FAILED job without an error that ended less than ``timing.ERROR_SETTLE_TIME`` ago is
+   recorded but not decided (DEFERRED): Vertex AI sets the error about a minute after the end,
+   and deciding on no error would alert instead of retrying.
    The hint is acknowledged; the reconciler's next tick (or a later hint) reads the job again
    and decides;
 4. ``actions.ensure_actions``: what the recorded run requires (alerts once per reason, the
@@ -46,7 +48,7 @@ import logging
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from cloudevents.http import CloudEvent
@@ -61,6 +63,7 @@ if TYPE_CHECKING:
     from google.cloud import aiplatform_v1
 
     from shared.adapters.ledger import Attempt, Run, RunSnapshot
+    from shared.config.model import Template
     from shared.decode.hints import JobHint
     from shared.handlers.services import Services
     from shared.policy.classify import Classification
@@ -421,6 +424,7 @@ def _decide_and_record(
     now = services.now()
     decision = decide(run, template, classification, now=now, rng=rng)
     attempt_number = run.last_attempt.number if run.last_attempt else 0
+    _cool_down_after_capacity(run, template, classification, services, now)
     record = decision_record(
         decision, classification, job, now, completes=services.config.completions_topic is not None
     )
@@ -449,6 +453,70 @@ def _decide_and_record(
         explanation=decision.explanation,
     )
     return recorded
+
+
+def _cool_down_after_capacity(
+    run: Run,
+    template: Template | None,
+    classification: Classification,
+    services: Services,
+    now: datetime,
+) -> None:
+    """A job that ended for capacity (a stockout, an expired FLEX_START wait, a queue-watchdog
+    cancel; ``classify`` says which) starts its placement's cooldown (``policy.cooldown``), so
+    that new attempts try the others first.
+
+    Written before the decision: a redelivery that finds the decision made does not come back
+    here, while one after a lost decision write writes it again (the same entry). A failed
+    write is logged, not raised: the cooldown only orders later walks; the decision is what
+    must be recorded."""
+    from shared.config.model import FailureClass
+    from shared.model.cooldowns import Cooldown
+    from shared.model.errors import DispatchError
+    from shared.policy.cooldown import cooldown_of, placement_key
+    from shared.policy.decisions import PlacementNotInChain, placement_index
+
+    attempt = run.last_attempt
+    if classification.failure is not FailureClass.CAPACITY or template is None or attempt is None:
+        return
+    length = cooldown_of(services.config, template)
+    if length <= timedelta(0):
+        return
+    try:
+        placement = template.placements[placement_index(template, attempt)]
+    except PlacementNotInChain:
+        return  # the chain changed since: nothing of it to cool down
+    key = placement_key(placement, template, services.config.region)
+    cooldown = Cooldown(
+        key.key,
+        key.kind,
+        key.region,
+        key.machine,
+        since=now,
+        until=now + length,
+        reason=classification.message or classification.summary,
+        run_id=run.run_id,
+    )
+    try:
+        services.ledger.start_cooldown(cooldown)
+    except DispatchError as error:
+        log(
+            logger,
+            logging.WARNING,
+            "placement cooldown not recorded",
+            labels={"run_id": run.run_id},
+            cooldown=key.key,
+            error=str(error),
+        )
+        return
+    log(
+        logger,
+        logging.INFO,
+        "placement cooling down after a capacity end",
+        labels={"run_id": run.run_id, "route": run.route, "template": run.template},
+        cooldown=key.key,
+        cooling_until=cooldown.until.isoformat(),
+    )
 
 
 def decision_record(

@@ -13,15 +13,25 @@ least once and CreateCustomJob takes no request id (docs/architecture.md, "Exact
    created. A create the service did not take (UNAVAILABLE, a rate limit) marks the intent so the
    redelivery takes it over after checking the labels; one whose outcome is unknown (a timeout,
    INTERNAL) leaves the intent to its lease, since its job may appear later than a lookup can
-   see it; one the service refuses ends the run and alerts. When no placement can take the job
-   now, the run waits for a retry; the no-placement watchdog alerts on a long wait and ends one
-   that lasts past ``no_placement_give_up`` (``_no_placement``).
+   see it. One the service refuses for the placement (quota, a GPU not offered in the region, a
+   persistent resource that cannot run the job) is a skip when the template's ``retry_on``
+   retries its class: the next placement is tried in the same delivery, its intent moved there
+   by compare-and-set on this delivery's own claim BEFORE its create, so the intent always names
+   the placement (region, parent) whose create is about to be made and the label lookup of a
+   takeover searches where the job could be. Any other refusal ends the run and alerts, listing
+   every placement tried. When no placement can take the job now, the run waits for a retry;
+   the no-placement watchdog alerts on a long wait and ends one that lasts past
+   ``no_placement_give_up`` (``_no_placement``).
+
+The walk tries placements cooling down after a capacity failure after the others
+(``policy.cooldown``; docs/architecture.md, "Placement cooldown"), and records every placement it
+passes over on the attempt (``Attempt.skips``).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
@@ -32,20 +42,24 @@ from shared.adapters.ledger import (
     CREATE_FAILED_STATE,
     Attempt,
     Ledger,
+    PlacementSkip,
     RetryPlan,
     RunSnapshot,
     RunStatus,
 )
 from shared.config.durations import describe_duration
-from shared.config.model import Config, Placement, Template
+from shared.config.model import Config, FailureClass, Placement, Template
 from shared.handlers import duplicates
 from shared.handlers.rejections import alert_once, finish_run
 from shared.logs import log
 from shared.model import loglines
 from shared.model.alerts import AlertReason
-from shared.model.errors import InvalidJobSpec, TransientError
+from shared.model.cooldowns import Cooldown
+from shared.model.errors import DispatchError, InvalidJobSpec, TransientError
 from shared.model.results import DispatchOutcome, DispatchResult
+from shared.model.runs import SkipClass
 from shared.policy import jobspec
+from shared.policy.cooldown import cooldown_of, cooling, placement_key, walk_order
 from shared.policy.duplicates import FoundJob, sort_out
 from shared.policy.machines import preemptible_quota_metric
 from shared.policy.records import describe_placement, placement_kind, placement_record
@@ -138,29 +152,63 @@ def _reattach(
     return None
 
 
+@dataclass
+class _Walk:
+    """One delivery's walk along the chain for one attempt: the run as this delivery last wrote
+    it, the placements passed over so far (what the ledger records with the intent), and the
+    lines an alert lists."""
+
+    snapshot: RunSnapshot
+    attempt_number: int
+    now: Callable[[], datetime]
+    skips: list[PlacementSkip] = field(default_factory=list)
+    lines: list[str] = field(default_factory=list)
+    claimed: bool = False  # this delivery wrote the attempt's intent
+    last_refusal: Mapping[str, str] | None = None  # the last create refused: message, class
+
+    def skip(self, placement: Placement, region: str, skip_class: SkipClass, reason: str) -> None:
+        self.skips.append(
+            PlacementSkip(placement_record(placement), region, skip_class.value, reason, self.now())
+        )
+        self.lines.append(f"{describe_placement(placement)}: {reason}")
+
+    @property
+    def reasons(self) -> str:
+        return "\n".join(self.lines)
+
+
 def _walk_placements(
     submission: Submission, snapshot: RunSnapshot, attempt_number: int, first_placement: int
 ) -> DispatchResult:
-    blocked: list[str] = []
+    """Try the placements from ``first_placement`` on (cooling ones last) until one takes the
+    job. A placement a live rule refuses, or whose create the service refuses for a reason of the
+    placement's (quota, a GPU not offered, a persistent resource that cannot run it) when
+    ``retry_on`` retries that class, is skipped: recorded, and the intent moves on to the next
+    placement by compare-and-set before that one's create."""
+    walk = _Walk(snapshot, attempt_number, submission.now)
+    order = _walk_order(
+        submission, walk, range(first_placement, len(submission.template.placements))
+    )
     chain = check_chain(
         submission.config,
         submission.template,
         submission.params,
         run_id=snapshot.run.run_id,
         attempt=attempt_number,
-        indices=range(first_placement, len(submission.template.placements)),
+        indices=order,
         read_resource=vertex.get_persistent_resource,
         read_reservation=compute.get_reservation,
     )
     for check in chain:
         if check.rendered is None:  # the template does not render: its spec is invalid
-            return _reject(submission, snapshot, attempt_number, check.render_error or "")
+            return _reject(submission, walk, check.render_error or "")
         violations = check.violations
         if check.verdict is validation.ViolationKind.INVALID:
-            return _reject(submission, snapshot, attempt_number, validation.describe(violations))
+            return _reject(submission, walk, validation.describe(violations))
         placement = check.placement
         if check.verdict is validation.ViolationKind.UNAVAILABLE:
-            blocked.append(f"{describe_placement(placement)}: {validation.describe(violations)}")
+            reason = validation.describe(violations)
+            walk.skip(placement, check.rendered.region, SkipClass.UNAVAILABLE, reason)
             log(
                 logger,
                 logging.INFO,
@@ -170,26 +218,71 @@ def _walk_placements(
                 violations=[str(v) for v in violations],
             )
             continue
-        return _claim_and_create(submission, snapshot, attempt_number, placement, check.rendered)
-    return _no_placement(submission, snapshot, attempt_number, blocked)
+        result = _claim_and_create(submission, walk, placement, check.rendered)
+        if result is not None:
+            return result
+    return _no_placement(submission, walk)
+
+
+def _walk_order(submission: Submission, walk: _Walk, indices: range) -> Sequence[int]:
+    """The order to try ``indices`` in: the chain's, with placements cooling down after a
+    capacity failure moved behind the others (``policy.cooldown``). The cooldowns are read only
+    when there is a choice: a chain with one placement left costs no read."""
+    config, template = submission.config, submission.template
+    length = cooldown_of(config, template)
+    if len(indices) < 2 or length <= timedelta(0):
+        return indices
+    keys = {i: placement_key(template.placements[i], template, config.region) for i in indices}
+    now = submission.now()
+    cool = cooling(keys, submission.ledger.placement_cooldowns(), now, length)
+    plan = walk_order(indices, cool.keys())
+    for index in plan.passed_over:
+        placement, cooldown = template.placements[index], cool[index]
+        until = cooldown.since + length
+        walk.skip(
+            placement,
+            keys[index].region,
+            SkipClass.COOLDOWN,
+            f"cooling down until {until.isoformat()} (tried after the others) since "
+            f"{cooldown.since.isoformat()}: {cooldown.reason}",
+        )
+        log(
+            logger,
+            logging.INFO,
+            "placement cooling down; trying the others first",
+            labels=submission.labels,
+            placement=describe_placement(placement),
+            cooling_until=until.isoformat(),
+        )
+    return plan.order
 
 
 def _claim_and_create(
     submission: Submission,
-    snapshot: RunSnapshot,
-    attempt_number: int,
+    walk: _Walk,
     placement: Placement,
     rendered: jobspec.RenderedJob,
-) -> DispatchResult:
-    ledger, run_id = submission.ledger, snapshot.run.run_id
+) -> DispatchResult | None:
+    """Claim the attempt on ``placement`` (or move this delivery's intent there), then create.
+    None when the service refused the create for a reason of the placement's and the walk goes
+    on (``_placement_refused``)."""
+    ledger, run_id, attempt_number = (
+        submission.ledger,
+        walk.snapshot.run.run_id,
+        walk.attempt_number,
+    )
     intent = Attempt(
         number=attempt_number,
         placement=placement_record(placement),
         region=rendered.region,
         parent=rendered.parent,
         intent_at=submission.now(),
+        skips=tuple(walk.skips),
     )
-    snapshot = ledger.claim_attempt(snapshot, intent)  # LedgerConflict: another delivery won
+    # The intent names this placement before its create (LedgerConflict: another delivery
+    # won); moving it from a refused placement is the same compare-and-set on our own claim.
+    walk.snapshot = ledger.claim_attempt(walk.snapshot, intent)
+    walk.claimed = True
     try:
         job = vertex.create_custom_job(rendered.parent, rendered.custom_job)
     except vertex.OutcomeUnknown:
@@ -200,17 +293,19 @@ def _claim_and_create(
         ledger.mark_create_failed(run_id, attempt_number, {"message": str(error)})
         raise
     except vertex.QuotaExceeded as error:
-        return _quota_refused(submission, snapshot, attempt_number, placement, rendered, error)
+        return _placement_refused(submission, walk, placement, rendered, error, SkipClass.QUOTA)
+    except vertex.PlacementRefused as error:
+        return _placement_refused(submission, walk, placement, rendered, error, SkipClass.CAPACITY)
     except vertex.VertexPermissionDenied as error:
-        return _refused(submission, snapshot, attempt_number, error, AlertReason.PERMISSION)
+        return _refused(submission, walk, error, AlertReason.PERMISSION)
     except InvalidJobSpec as error:  # VertexRejected: the service refused the spec
-        return _refused(submission, snapshot, attempt_number, error, AlertReason.INVALID_SPEC)
+        return _refused(submission, walk, error, AlertReason.INVALID_SPEC)
     ledger.record_job(
         run_id,
         attempt_number,
         job.name,
         job.state.name,
-        known=snapshot,
+        known=walk.snapshot,
         created_at=_created_at(job),
     )
     log(
@@ -227,10 +322,99 @@ def _claim_and_create(
     return DispatchResult(DispatchOutcome.SUBMITTED, run_id, job.name)
 
 
-def _reject(
-    submission: Submission, snapshot: RunSnapshot, attempt_number: int, reasons: str
-) -> DispatchResult:
-    """The job as rendered breaks a rule: nothing is created; the run ends and alerts."""
+# Which class of the retry policy a create refused for the placement belongs to.
+_RETRY_CLASS_OF_SKIP: dict[SkipClass, FailureClass] = {
+    SkipClass.QUOTA: FailureClass.QUOTA,
+    SkipClass.CAPACITY: FailureClass.CAPACITY,
+}
+
+
+def _placement_refused(
+    submission: Submission,
+    walk: _Walk,
+    placement: Placement,
+    rendered: jobspec.RenderedJob,
+    error: Exception,
+    skip_class: SkipClass,
+) -> DispatchResult | None:
+    """The service refused the create on ``placement`` for a reason of the placement's: a skip.
+
+    Nothing was created, so the walk may go on in this delivery: when the template's ``retry_on``
+    retries the class, None (the next placement's claim records the skip and moves the intent);
+    otherwise the attempt records the refusal and the run fails with one alert listing every
+    placement tried. A capacity refusal also starts the placement's cooldown."""
+    walk.skip(placement, rendered.region, skip_class, str(error))
+    walk.last_refusal = {"message": str(error), "class": skip_class.value}
+    retried = _RETRY_CLASS_OF_SKIP[skip_class] in submission.template.retry.retry_on
+    log(
+        logger,
+        logging.WARNING,
+        "create refused for the placement; trying the next"
+        if retried
+        else "create refused for the placement",
+        labels=submission.labels,
+        placement=describe_placement(placement),
+        refusal_class=skip_class.value,
+        error=str(error),
+    )
+    if skip_class is SkipClass.CAPACITY:
+        _start_cooldown(submission, placement, str(error))
+    if retried:
+        return None
+    walk.snapshot = submission.ledger.record_refused_create(
+        walk.snapshot, walk.attempt_number, walk.last_refusal, tuple(walk.skips)
+    )
+    if skip_class is SkipClass.QUOTA:
+        return _quota_refused(submission, walk, placement, rendered, error)
+    return _chain_refused(submission, walk, error)
+
+
+def _start_cooldown(submission: Submission, placement: Placement, reason: str) -> None:
+    """Cool ``placement`` down after a capacity refusal of its create (``policy.cooldown``).
+
+    A failed write is logged, not raised: the cooldown only orders later walks, and the refusal
+    it follows is already handled."""
+    config, template = submission.config, submission.template
+    length = cooldown_of(config, template)
+    if length <= timedelta(0):
+        return
+    key = placement_key(placement, template, config.region)
+    now = submission.now()
+    cooldown = Cooldown(
+        key.key,
+        key.kind,
+        key.region,
+        key.machine,
+        since=now,
+        until=now + length,
+        reason=reason,
+        run_id=submission.labels.get("run_id", ""),
+    )
+    try:
+        submission.ledger.start_cooldown(cooldown)
+    except DispatchError as error:
+        log(
+            logger,
+            logging.WARNING,
+            "placement cooldown not recorded",
+            labels=submission.labels,
+            placement=describe_placement(placement),
+            error=str(error),
+        )
+
+
+def _reject(submission: Submission, walk: _Walk, reasons: str) -> DispatchResult:
+    """The job as rendered breaks a rule: nothing is created; the run ends and alerts. An intent
+    this delivery claimed on an earlier placement (whose create was refused) records the walk."""
+    snapshot, attempt_number = walk.snapshot, walk.attempt_number
+    if walk.claimed:
+        snapshot = submission.ledger.record_refused_create(
+            snapshot,
+            attempt_number,
+            {"message": reasons, "class": "invalid_spec"},
+            tuple(walk.skips),
+        )
+    tried = f"\nPlacements passed over before it:\n{walk.reasons}" if walk.lines else ""
     finish_run(
         submission.ledger,
         snapshot,
@@ -238,7 +422,7 @@ def _reject(
         config=submission.config,
         trigger=submission.trigger,
         reason=AlertReason.INVALID_SPEC,
-        message=f"template {submission.template.name} renders an invalid job:\n{reasons}",
+        message=f"template {submission.template.name} renders an invalid job:\n{reasons}{tried}",
         what_to_do="fix the template or the request as each line says, then trigger again",
         attempt=attempt_number,
     )
@@ -247,15 +431,18 @@ def _reject(
 
 
 def _refused(
-    submission: Submission,
-    snapshot: RunSnapshot,
-    attempt_number: int,
-    error: Exception,
-    reason: AlertReason,
+    submission: Submission, walk: _Walk, error: Exception, reason: AlertReason
 ) -> DispatchResult:
-    """Vertex AI refused the create: record why, end the run, alert."""
-    ledger, run_id = submission.ledger, snapshot.run.run_id
-    snapshot = ledger.mark_create_failed(run_id, attempt_number, {"message": str(error)})
+    """Vertex AI refused the create for the job itself: record why, end the run, alert."""
+    ledger, run_id, attempt_number = (
+        submission.ledger,
+        walk.snapshot.run.run_id,
+        walk.attempt_number,
+    )
+    snapshot = ledger.record_refused_create(
+        walk.snapshot, attempt_number, {"message": str(error)}, tuple(walk.skips)
+    )
+    tried = f"\nPlacements passed over before it:\n{walk.reasons}" if len(walk.lines) else ""
     status = RunStatus.REJECTED if reason is AlertReason.INVALID_SPEC else RunStatus.FAILED
     finish_run(
         ledger,
@@ -264,7 +451,9 @@ def _refused(
         config=submission.config,
         trigger=submission.trigger,
         reason=reason,
-        message=f"Vertex AI refused the job of template {submission.template.name}: {error}",
+        message=(
+            f"Vertex AI refused the job of template {submission.template.name}: {error}{tried}"
+        ),
         what_to_do=(
             "grant the dispatch function's service account roles/aiplatform.user, then retry "
             "the run"
@@ -278,17 +467,15 @@ def _refused(
 
 def _quota_refused(
     submission: Submission,
-    snapshot: RunSnapshot,
-    attempt_number: int,
+    walk: _Walk,
     placement: Placement,
     rendered: jobspec.RenderedJob,
     error: Exception,
 ) -> DispatchResult:
-    """A quota ceiling refused the create: alert with the metric to raise; the run fails."""
-    ledger, run_id = submission.ledger, snapshot.run.run_id
-    snapshot = ledger.mark_create_failed(
-        run_id, attempt_number, {"message": str(error), "class": "quota"}
-    )
+    """A quota ceiling refused the create and ``retry_on`` does not retry quota: alert with the
+    metric to raise and every placement tried; the run fails. The attempt records the refusal."""
+    ledger, snapshot, run_id = submission.ledger, walk.snapshot, walk.snapshot.run.run_id
+    attempt_number = walk.attempt_number
     pools = rendered.custom_job.job_spec.worker_pool_specs
     accelerator = pools[0].machine_spec.accelerator_type.name if pools else ""
     metric = preemptible_quota_metric(accelerator)
@@ -304,16 +491,48 @@ def _quota_refused(
         config=submission.config,
         trigger=submission.trigger,
         reason=AlertReason.QUOTA,
-        message=f"a quota refused the job on {describe_placement(placement)}: {error}",
-        what_to_do=f"{raise_what}, then retry the run with `vertex-dispatch retry {run_id}`",
+        message=(
+            f"a quota refused the job on {describe_placement(placement)}: {error}"
+            + (f"\nEach placement tried:\n{walk.reasons}" if len(walk.lines) > 1 else "")
+        ),
+        what_to_do=(
+            f"{raise_what}, then retry the run with `vertex-dispatch retry {run_id}`; to move "
+            "on to the next placement on such refusals, add quota to the template's "
+            "retry.retry_on"
+        ),
         attempt=attempt_number,
     )
     return DispatchResult(DispatchOutcome.REJECTED, run_id, detail=str(error))
 
 
-def _no_placement(
-    submission: Submission, snapshot: RunSnapshot, attempt_number: int, blocked: list[str]
-) -> DispatchResult:
+def _chain_refused(submission: Submission, walk: _Walk, error: Exception) -> DispatchResult:
+    """A create refused for the placement (a GPU not offered, a persistent resource that cannot
+    run the job) when ``retry_on`` does not retry capacity: the run fails with one alert listing
+    every placement tried and why each refused."""
+    run_id = walk.snapshot.run.run_id
+    finish_run(
+        submission.ledger,
+        walk.snapshot,
+        RunStatus.FAILED,
+        config=submission.config,
+        trigger=submission.trigger,
+        reason=AlertReason.NO_PLACEMENT,
+        message=(
+            f"Vertex AI refused the job of template {submission.template.name} on its "
+            f"placement, and retry.retry_on does not list capacity. Each placement tried:\n"
+            f"{walk.reasons}"
+        ),
+        what_to_do=(
+            "change the placement as the refusal says (another region or GPU, a running "
+            "persistent resource that matches the job), or add capacity to the template's "
+            f"retry.retry_on to move on along the chain; then `vertex-dispatch retry {run_id}`"
+        ),
+        attempt=walk.attempt_number,
+    )
+    return DispatchResult(DispatchOutcome.REJECTED, run_id, detail=str(error))
+
+
+def _no_placement(submission: Submission, walk: _Walk) -> DispatchResult:
     """No placement can take the job now: the run waits for a retry every ``backoff.base``.
 
     The no-placement watchdog (``policy.watchdogs.no_placement_due``) runs here, on the retry
@@ -321,13 +540,22 @@ def _no_placement(
     fresh (the give-up alert lists them): after ``no_placement_alert`` of waiting it alerts,
     then at most once a day; after ``no_placement_give_up`` the run ends FAILED. The wait is
     measured from the run's ``no_placement_since``, kept across retries.
+
+    When this delivery claimed the attempt on a placement whose create was then refused (every
+    refusal of a class ``retry_on`` retries), the attempt first records the refusal and the walk
+    (CREATE_FAILED: the retry takes the attempt over without waiting for its lease).
     """
+    snapshot, attempt_number = walk.snapshot, walk.attempt_number
+    if walk.claimed and walk.last_refusal is not None:
+        snapshot = submission.ledger.record_refused_create(
+            snapshot, attempt_number, walk.last_refusal, tuple(walk.skips)
+        )
     run = snapshot.run
     now = submission.now()
     since = run.no_placement_since or now
     limits = no_placement_limits(submission.config, submission.template)
     due = no_placement_due(since, now, limits, AlertReason.NO_PLACEMENT)
-    reasons = "\n".join(blocked)
+    reasons = walk.reasons
     if due.give_up:
         return _give_up(submission, snapshot, due, reasons)
     next_retry = RetryPlan(
@@ -336,7 +564,9 @@ def _no_placement(
         placement_index=0,
         reason="no placement could take the job",
     )
-    snapshot = submission.ledger.wait_for_retry(snapshot, next_retry, since)  # or LedgerConflict
+    # The walk's skips go on the run when it claimed no attempt (else they are the attempt's).
+    skips = () if walk.claimed else tuple(walk.skips)
+    snapshot = submission.ledger.wait_for_retry(snapshot, next_retry, since, skips)  # or conflict
     if due.alert_claim is not None:
         alert_once(
             submission.ledger,
@@ -350,8 +580,9 @@ def _no_placement(
                 f"job for {_hours(due.waited)} (since {since.isoformat()}):\n{reasons}"
             ),
             what_to_do=(
-                "free or start the persistent resources named, or add a FLEX_START placement to "
-                f"the chain; the run is retried every "
+                "free or start the persistent resources named, raise the quotas named, or add a "
+                "placement that can take the job (another region, FLEX_START) to the chain; the "
+                "run is retried every "
                 f"{describe_duration(submission.template.retry.backoff_base)}, alerted again at "
                 f"most daily, and ends FAILED once it has waited "
                 f"{describe_duration(limits.give_up_after)} "
@@ -394,8 +625,9 @@ def _give_up(
             f"{reasons}"
         ),
         what_to_do=(
-            "free or start the persistent resources named, or add a placement that can take "
-            f"the job, then `vertex-dispatch retry {run.run_id}`; to wait longer, raise "
+            "free or start the persistent resources named, raise the quotas named, or add a "
+            "placement that can take the job, then "
+            f"`vertex-dispatch retry {run.run_id}`; to wait longer, raise "
             "no_placement_give_up"
         ),
     )

@@ -23,7 +23,11 @@ The document (field names as stored)::
                                        duplicate_jobs (list of the names of other jobs
                                        found for the attempt and cancelled:
                                        ``shared.policy.duplicates``),
-                                       hint_reads (reads made for log hints, absent: 0)}
+                                       hint_reads (reads made for log hints, absent: 0),
+                                       skips (list of {placement (map), region, class,
+                                       reason, at}: the placements this attempt's walk
+                                       passed over before (or instead of) its job, at most
+                                       MAX_ATTEMPT_SKIPS, absent: none)}
     alerts                             list of the alerts claimed (sent, or being sent): a
                                        reason, or reason@scope for one alerted once per
                                        attempt or per day of a wait (policy.watchdogs)
@@ -36,6 +40,9 @@ The document (field names as stored)::
     no_placement_since                 null, or when the run began waiting for a placement
                                        that can take it (kept across its retries; null again
                                        once a job is recorded)
+    no_placement_skips                 list of skips (as an attempt's): why each placement
+                                       could not take the run when its last walk found none
+                                       (absent: none; emptied once a job is recorded)
     created_at, updated_at             timestamps
     job_ids                            derived, never read back: the numeric ids of the
                                        attempts' jobs (``customJobs/ID``), for the job-state
@@ -59,6 +66,13 @@ INTENT_STATE = "INTENT"
 """An attempt's state between its claim and the moment its job is known."""
 CREATE_FAILED_STATE = "CREATE_FAILED"
 """An intent whose create call failed: nobody is creating its job now, but the job may exist."""
+
+
+MAX_ATTEMPT_SKIPS = 16
+"""An attempt records at most this many skips (the latest): a chain is a handful of placements,
+and a retried walk replaces its attempt's record, so the bound only guards the document's size."""
+SKIP_REASON_CHARS = 300
+"""A skip's reason is cut to this many characters: a service message may quote a whole spec."""
 
 
 class LedgerConflict(TransientError):
@@ -115,6 +129,30 @@ class CancelReason(enum.StrEnum):
     QUEUE_TIMEOUT = "queue_timeout"  # the queue watchdog: the placement did not take it (capacity)
 
 
+class SkipClass(enum.StrEnum):
+    """Why a placement was passed over by an attempt's walk along the chain."""
+
+    QUOTA = "quota"  # its create was refused for quota (RESOURCE_EXHAUSTED)
+    CAPACITY = "capacity"  # its create was refused for the placement (GPU not offered, resource)
+    UNAVAILABLE = "unavailable"  # a live rule said it cannot take the job now (a pool full)
+    COOLDOWN = "cooldown"  # it failed for capacity moments ago (policy.cooldown): tried last
+
+
+@dataclass(frozen=True)
+class PlacementSkip:
+    """A placement an attempt's walk passed over, and why (stored on the attempt)."""
+
+    placement: Mapping[str, Any]  # its placement record (policy.records.placement_record)
+    region: str
+    skip_class: str  # a SkipClass value (stored as "class")
+    reason: str  # what refused it, as the service or the rule said; cut to SKIP_REASON_CHARS
+    at: datetime
+
+    def __post_init__(self) -> None:
+        if len(self.reason) > SKIP_REASON_CHARS:
+            object.__setattr__(self, "reason", self.reason[: SKIP_REASON_CHARS - 1] + "…")
+
+
 @dataclass(frozen=True)
 class Attempt:
     """One try at running the job: claimed (intent) first, then the job it created."""
@@ -146,6 +184,14 @@ class Attempt:
     # listing window is cut on it (``reconcile_plan.plan_listings``). None: not known (recorded
     # by a hint's read, or before the field existed).
     job_created_at: datetime | None = None
+    # The placements the walk that claimed this attempt passed over (create refused, a live
+    # rule, a cooldown), oldest first, at most MAX_ATTEMPT_SKIPS: submission writes them with
+    # the intent it moves along the chain, so the ledger says why the job is where it is.
+    skips: tuple[PlacementSkip, ...] = ()
+
+    def __post_init__(self) -> None:
+        if len(self.skips) > MAX_ATTEMPT_SKIPS:
+            object.__setattr__(self, "skips", self.skips[-MAX_ATTEMPT_SKIPS:])
 
 
 @dataclass(frozen=True)
@@ -184,6 +230,10 @@ class Run:
     # across the retries of that wait, cleared when a job is recorded or an operator reopens
     # the run. The no-placement watchdog (``policy.watchdogs``) measures the wait from it.
     no_placement_since: datetime | None = None
+    # Why each placement could not take the run when its last walk found none (the same record
+    # as an attempt's skips; a walk that claimed an attempt records them there instead):
+    # emptied when a job is recorded or an operator reopens the run.
+    no_placement_skips: tuple[PlacementSkip, ...] = ()
     created_at: datetime | None = None  # set by open_run
     updated_at: datetime | None = None  # set by every write
 
@@ -269,7 +319,9 @@ def with_job(
     is_last = attempt_number == run.attempts[-1].number
     status = RunStatus.SUBMITTED if is_last and run.status is RunStatus.SUBMITTING else run.status
     # A job exists: whatever wait for a placement the run had is over.
-    return replace(_with_attempt(run, updated), status=status, no_placement_since=None)
+    return replace(
+        _with_attempt(run, updated), status=status, no_placement_since=None, no_placement_skips=()
+    )
 
 
 def with_attempt_state(
@@ -288,6 +340,25 @@ def with_attempt_state(
         return run
     return _with_attempt(
         run, replace(attempt, state=state, error=error if error else attempt.error)
+    )
+
+
+def with_refused_create(
+    run: Run,
+    attempt_number: int,
+    error: Mapping[str, Any],
+    skips: tuple[PlacementSkip, ...],
+) -> Run:
+    """``run`` whose attempt ``attempt_number``'s create the service refused: nothing was made,
+    nobody is creating (CREATE_FAILED), and the walk's ``skips`` are recorded with the error."""
+    attempt = run.attempt(attempt_number)
+    if attempt is None or attempt.job_name is not None:
+        raise InvalidTransition(
+            f"run {run.run_id} has no intent without a job for attempt {attempt_number}: only a "
+            "claimed attempt's create can be refused"
+        )
+    return _with_attempt(
+        run, replace(attempt, state=CREATE_FAILED_STATE, error=dict(error), skips=skips)
     )
 
 
@@ -378,7 +449,11 @@ def with_reopened(run: Run, next_retry: RetryPlan) -> Run:
             "can be retried; start a new run with a new trigger instead"
         )
     return replace(
-        run, status=RunStatus.WAITING_RETRY, next_retry=next_retry, no_placement_since=None
+        run,
+        status=RunStatus.WAITING_RETRY,
+        next_retry=next_retry,
+        no_placement_since=None,
+        no_placement_skips=(),
     )
 
 
@@ -402,11 +477,21 @@ def with_status(run: Run, status: RunStatus, next_retry: RetryPlan | None = None
     return replace(run, status=status, next_retry=next_retry)
 
 
-def with_placement_wait(run: Run, next_retry: RetryPlan, since: datetime) -> Run:
+def with_placement_wait(
+    run: Run,
+    next_retry: RetryPlan,
+    since: datetime,
+    skips: tuple[PlacementSkip, ...] = (),
+) -> Run:
     """``run`` waiting for ``next_retry`` because no placement can take it; its wait began at
-    ``since`` unless it was waiting already (``no_placement_since`` is kept across retries)."""
+    ``since`` unless it was waiting already (``no_placement_since`` is kept across retries);
+    ``skips`` say why each placement could not (the last walk's, at most MAX_ATTEMPT_SKIPS)."""
     waiting = with_status(run, RunStatus.WAITING_RETRY, next_retry)
-    return replace(waiting, no_placement_since=run.no_placement_since or since)
+    return replace(
+        waiting,
+        no_placement_since=run.no_placement_since or since,
+        no_placement_skips=skips[-MAX_ATTEMPT_SKIPS:],
+    )
 
 
 def with_alert(run: Run, reason: str) -> Run:
@@ -596,6 +681,7 @@ def run_to_document(run: Run) -> dict[str, Any]:
         "operator_grant": run.operator_grant,
         "recovery_published_at": run.recovery_published_at,
         "no_placement_since": run.no_placement_since,
+        "no_placement_skips": [_skip_to_document(skip) for skip in run.no_placement_skips],
         "created_at": run.created_at,
         "updated_at": run.updated_at,
         ACTIONS_OWED_FIELD: bool(owed_actions(run)),  # derived, for the reconciler's query
@@ -625,6 +711,9 @@ def run_from_document(document: Mapping[str, Any]) -> Run:
         operator_grant=document.get("operator_grant"),
         recovery_published_at=document.get("recovery_published_at"),
         no_placement_since=document.get("no_placement_since"),
+        no_placement_skips=tuple(
+            _skip_from_document(skip) for skip in document.get("no_placement_skips") or ()
+        ),
         created_at=document.get("created_at"),
         updated_at=document.get("updated_at"),
     )
@@ -646,7 +735,28 @@ def _attempt_to_document(attempt: Attempt) -> dict[str, Any]:
         "duplicate_jobs": list(attempt.duplicate_jobs),
         "hint_reads": attempt.hint_reads,
         "job_created_at": attempt.job_created_at,
+        "skips": [_skip_to_document(skip) for skip in attempt.skips],
     }
+
+
+def _skip_to_document(skip: PlacementSkip) -> dict[str, Any]:
+    return {
+        "placement": dict(skip.placement),
+        "region": skip.region,
+        "class": skip.skip_class,
+        "reason": skip.reason,
+        "at": skip.at,
+    }
+
+
+def _skip_from_document(document: Mapping[str, Any]) -> PlacementSkip:
+    return PlacementSkip(
+        placement=document.get("placement") or {},
+        region=document.get("region") or "",
+        skip_class=document.get("class") or "",
+        reason=document.get("reason") or "",
+        at=document["at"],
+    )
 
 
 def _attempt_from_document(document: Mapping[str, Any]) -> Attempt:
@@ -665,4 +775,5 @@ def _attempt_from_document(document: Mapping[str, Any]) -> Attempt:
         duplicate_jobs=tuple(document.get("duplicate_jobs") or ()),
         hint_reads=document.get("hint_reads") or 0,
         job_created_at=document.get("job_created_at"),
+        skips=tuple(_skip_from_document(skip) for skip in document.get("skips") or ()),
     )

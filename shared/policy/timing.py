@@ -15,6 +15,13 @@ INTENT_LEASE = timedelta(minutes=5)
 Longer than any create call (60 s timeout) plus the ledger writes around it, so a takeover never
 races a creator that is still working."""
 
+COOLDOWNS_READ_EVERY = timedelta(seconds=30)
+"""How long an instance reuses the placement cooldowns it read (``Ledger.placement_cooldowns``).
+
+Submission reads them for every chain with a choice left, which would add a ledger read to every
+submission; a cooldown lasts minutes (30 by default), so seeing another instance's new one up to
+this much later changes nothing that matters, and this instance's own writes are seen at once."""
+
 # Owed actions: retry messages
 RETRY_REPUBLISH_AFTER = timedelta(minutes=10)
 """How long a published retry may go unclaimed before it is published again: longer than Pub/Sub

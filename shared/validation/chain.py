@@ -11,7 +11,7 @@ the job; the plan looks at every placement.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from shared.aiplatform import PersistentResource
@@ -59,7 +59,7 @@ def check_chain(
     *,
     run_id: str,
     attempt: int,
-    indices: range | None = None,
+    indices: Sequence[int] | None = None,
     read_resource: ResourceReader | None = None,
     read_reservation: ReservationReader | None = None,
 ) -> Iterator[PlacementCheck]:

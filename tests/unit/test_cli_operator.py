@@ -217,3 +217,46 @@ def test_without_credentials_an_operator_command_says_so_in_one_line(
     assert "Your default credentials were not found)" in line
     assert line.endswith(CREDENTIALS_FIX)
     assert captured.out == ""
+
+
+def test_the_placements_table_shows_each_cooldown_and_how_long_it_has_left() -> None:
+    from shared.model.cooldowns import Cooldown
+    from tooling.operator import placements_table
+
+    cooling = Cooldown(
+        "spot|us-central1|a2-highgpu-1g",
+        "spot",
+        "us-central1",
+        "a2-highgpu-1g",
+        since=NOW - timedelta(minutes=5),
+        until=NOW + timedelta(minutes=25),
+        reason="Resources are insufficient in region: us-central1\n(preempted)",
+        run_id="r-0123456789abcdef01234567",
+    )
+    ended = Cooldown(
+        "flex_start|us-east4|a2-highgpu-1g",
+        "flex_start",
+        "us-east4",
+        "a2-highgpu-1g",
+        since=NOW - timedelta(hours=1),
+        until=NOW - timedelta(minutes=30),
+        reason="x" * 200,
+    )
+
+    lines = placements_table([cooling, ended], NOW).splitlines()
+
+    assert lines[0].split() == [
+        *("KIND", "REGION", "MACHINE", "COOLING", "UNTIL", "LEFT", "SINCE", "RUN", "REASON")
+    ]
+    assert lines[1].split()[:7] == [
+        "spot",
+        "us-central1",
+        "a2-highgpu-1g",
+        "2026-12-01T12:25:00Z",
+        "25m00s",
+        "2026-12-01T11:55:00Z",
+        "r-0123456789abcdef01234567",
+    ]
+    assert "insufficient in region: us-central1 (preempted)" in lines[1]
+    assert " ended " in lines[2] and lines[2].endswith("…")
+    assert lines[-1].startswith("1 placement cooling down")

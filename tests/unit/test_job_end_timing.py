@@ -15,7 +15,7 @@ Two facts of the real service that a job's error alone does not carry:
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -29,6 +29,7 @@ from shared.config.loader import parse_config
 from shared.config.model import FailureClass
 from shared.handlers.jobstate import JobStateOutcome, record_job_state
 from shared.handlers.services import Services
+from shared.model.cooldowns import Cooldown
 from shared.model.runs import (
     AttemptOutcome,
     Run,
@@ -321,10 +322,15 @@ FLEX_1H = {"flex_start": {"max_wait": "3600s"}}
 
 @dataclass
 class FakeLedger:
-    """The three ledger calls ``record_job_state`` makes, over the pure transitions."""
+    """The ledger calls ``record_job_state`` makes, over the pure transitions (and the
+    placement cooldowns a capacity end starts, kept in a list)."""
 
     run: Run
     writes: int = 0
+    cooldowns: list[Cooldown] = field(default_factory=list)
+
+    def start_cooldown(self, cooldown: Cooldown) -> None:
+        self.cooldowns.append(cooldown)
 
     def get_run(self, run_id: str) -> RunSnapshot | None:
         return RunSnapshot(self.run, CREATED) if run_id == self.run.run_id else None
@@ -502,6 +508,11 @@ def test_the_job_state_function_decides_once_the_error_can_be_there(
     assert attempt.state == reads[-1][0].state.name
     assert (attempt.decision is None) is (outcomes[-1] is JobStateOutcome.DEFERRED)
     assert (attempt.error or {}).get("class") == error_class
+    # A capacity end cools its placement down (FLEX_START, A100 machine, the config's region),
+    # measured from the decision; no other end does.
+    cooled = [(c.key, c.since) for c in ledger.cooldowns]
+    expected = [("flex_start|us-central1|a2-highgpu-1g", reads[-1][1])]
+    assert cooled == (expected if error_class == "capacity" else [])
 
 
 def test_a_deferred_end_is_a_change_the_next_tick_revisits() -> None:

@@ -148,7 +148,23 @@ def test_a_flex_start_job_asking_for_a_t4_is_refused_with_the_service_message(
         ("UNKNOWN", "Unknown error.", vertex.OutcomeUnknown),
         ("ABORTED", "The operation was aborted.", BackendUnavailable),
         ("INVALID_ARGUMENT", "List of found errors: 1.Field: x", vertex.VertexRejected),
-        ("FAILED_PRECONDITION", "The persistent resource is not running.", vertex.VertexRejected),
+        # Refusals of the placement, not the job: submission moves on along the chain.
+        (
+            "FAILED_PRECONDITION",
+            "The persistent resource is not running.",
+            vertex.PersistentResourceRefused,
+        ),
+        (
+            "INVALID_ARGUMENT",
+            "Accelerator type NVIDIA_H100_80GB is not supported in location us-west1.",
+            vertex.AcceleratorNotOffered,
+        ),
+        (
+            "INVALID_ARGUMENT",
+            "Persistent resource projects/p/locations/us-central1/persistentResources/a100-pool "
+            "has encryption key k1; the job asks for k2",
+            vertex.PersistentResourceRefused,
+        ),
         ("PERMISSION_DENIED", "Permission denied on resource.", vertex.VertexPermissionDenied),
         (
             "RESOURCE_EXHAUSTED",

@@ -282,6 +282,12 @@ def test_a_run_no_placement_can_take_waits_and_is_not_alerted_at_first(
     assert (run.next_retry.attempt, run.next_retry.placement_index) == (1, 0)
     assert run.attempts == ()
     assert run.no_placement_since is not None  # the wait is measured from here
+    # Why: the run records its walk's skip (no attempt was claimed to record it on).
+    [skip] = run.no_placement_skips
+    assert (skip.placement, skip.skip_class) == (
+        {"persistent_resource": "a100-pool"},
+        "unavailable",
+    )
     assert [a for a in alerts.pull() if a["body"]["run_id"] == the_run_id] == []
 
 

@@ -79,6 +79,8 @@ def test_the_example_config_exercises_every_feature() -> None:
     assert config.completions_topic == "projects/acme-ml/topics/training-completions"
     assert config.templates["bert-package"].max_queue == timedelta(hours=12)
     assert config.templates["bert-package"].no_placement_give_up == timedelta(days=2)
+    assert config.cooldown == timedelta(minutes=30)
+    assert config.templates["bert-package"].cooldown == timedelta(hours=1)
     resnet = config.templates["resnet-a100"]
     assert resnet.retry.attempts == 4
     assert resnet.retry.retry_on == {
@@ -317,6 +319,10 @@ POOL = f"{T}.worker_pools[0]"
         (f"{T}.no_placement_give_up", "1h", f"{T}.no_placement_give_up", "must be longer than"),
         (f"{T}.no_placement_alert", "8d", f"{T}.no_placement_alert", "must be longer than"),
         (f"{T}.timeout", DELETE, f"{T}.timeout", "max_gpu_hours_per_job"),
+        ("cooldown", "a while", "cooldown", "not a duration"),
+        ("cooldown", "8d", "cooldown", "out of range"),
+        ("cooldown", -60, "cooldown", "cannot be negative"),
+        (f"{T}.cooldown", "30d", f"{T}.cooldown", "out of range"),
     ],
 )
 def test_each_broken_rule_is_reported_at_its_key_path(
@@ -349,6 +355,19 @@ def test_the_watchdog_limits_load_with_their_defaults() -> None:
         timedelta(days=2),
     )
     assert loaded.no_placement_alert == timedelta(hours=1)
+
+
+def test_the_cooldown_loads_with_its_default_and_a_templates_own() -> None:
+    plain = parse(base_config())
+    assert (plain.cooldown, plain.templates["resnet"].cooldown) == (timedelta(minutes=30), None)
+    config = with_value(base_config(), "cooldown", "2h")
+    config = with_value(config, f"{T}.cooldown", 0)  # off for this template's runs
+    loaded = parse(config)
+    assert (loaded.cooldown, loaded.templates["resnet"].cooldown) == (
+        timedelta(hours=2),
+        timedelta(0),
+    )
+    assert parse(with_value(base_config(), "cooldown", 0)).cooldown == timedelta(0)
 
 
 @pytest.mark.parametrize(
