@@ -61,7 +61,7 @@ from shared.model.runs import SkipClass
 from shared.policy import jobspec
 from shared.policy.cooldown import cooldown_of, cooling, placement_key, walk_order
 from shared.policy.duplicates import FoundJob, sort_out
-from shared.policy.machines import preemptible_quota_metric
+from shared.policy.machines import draws_preemptible_quota, preemptible_quota_metric
 from shared.policy.records import describe_placement, placement_kind, placement_record
 from shared.policy.timing import INTENT_LEASE
 from shared.policy.watchdogs import NoPlacementDue, no_placement_due, no_placement_limits
@@ -481,7 +481,7 @@ def _quota_refused(
     metric = preemptible_quota_metric(accelerator)
     raise_what = (
         f"raise {metric} in {rendered.region}"
-        if metric and placement_record(placement).get("flex_start")
+        if metric and draws_preemptible_quota(placement)
         else f"raise the {accelerator or 'machine'} training quota in {rendered.region}"
     )
     finish_run(

@@ -46,7 +46,7 @@ from shared.model.alerts import AlertReason, Severity
 from shared.model.errors import PermanentError
 from shared.model.runs import Attempt, InvalidTransition, RetryPlan, Run, RunStatus
 from shared.policy.classify import PERMISSION_CODES, Classification, quota_metric
-from shared.policy.machines import preemptible_quota_metric
+from shared.policy.machines import draws_preemptible_quota, preemptible_quota_metric
 from shared.policy.records import describe_placement, placement_record
 
 EXPLANATION_CHARS: Final = 300
@@ -290,7 +290,7 @@ def _metric_to_raise(template: Template, failed: Attempt, classification: Classi
     """FLEX_START and Spot draw on the preemptible quota (docs/architecture.md, "The Vertex AI
     rules"), whatever metric the error names."""
     placement = _placement_of(template, failed)
-    if isinstance(placement, FlexStartPlacement | SpotPlacement):
+    if draws_preemptible_quota(placement):
         metric = preemptible_quota_metric(_accelerator_type(template, placement) or "")
         if metric:
             return metric

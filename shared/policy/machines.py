@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, TypeGuard
+
+from shared.config.model import FlexStartPlacement, Placement, SpotPlacement
 
 
 @dataclass(frozen=True)
@@ -147,6 +149,15 @@ def preemptible_quota_metric(accelerator_type: str) -> str | None:
     """The quota metric FLEX_START and Spot jobs on this GPU draw on; None for a GPU neither
     serves."""
     return PREEMPTIBLE_QUOTA_METRICS.get(accelerator_type)
+
+
+def draws_preemptible_quota(
+    placement: Placement | None,
+) -> TypeGuard[FlexStartPlacement | SpotPlacement]:
+    """Whether a job on ``placement`` counts against the region's preemptible GPU quota:
+    FLEX_START (docs/architecture.md, "The Vertex AI rules") and Spot do; on demand, a
+    reservation and a persistent resource do not."""
+    return isinstance(placement, FlexStartPlacement | SpotPlacement)
 
 
 def machines_with(accelerator_type: str) -> tuple[str, ...]:

@@ -1,10 +1,12 @@
 """Create-time refusals move along the placement chain; a placement that failed for capacity cools.
 
 Dispatch and the job-state function run in this process against the emulators, with the config
-configs/chain.yaml and a clock the tests move (``Services.now``). The Vertex AI emulator answers
-a create with a refusal through its fault rules (``RESOURCE_EXHAUSTED`` with the quota message,
-``INVALID_ARGUMENT`` "Accelerator type ... is not supported in location ..."), each firing once,
-so the first create (us-central1) is refused and the next one is not. Assertions read state
+configs/chain.yaml and a clock the tests move (``Services.now``). The Vertex AI emulator refuses
+a create for quota by its own quota model (a zero limit and ``quota_when_exceeded: refuse``: 429
+"The following quota metrics exceed quota limits: ..."), and otherwise through its fault rules
+(``RESOURCE_EXHAUSTED`` with the quota message, ``INVALID_ARGUMENT`` "Accelerator type ... is not
+supported in location ..."), each firing once, so the first create (us-central1) is refused and
+the next one is not. Assertions read state
 only: the ledger, the alerts topic, the emulator's request log and jobs.
 """
 
@@ -134,16 +136,14 @@ def test_a_quota_refused_create_in_us_central1_moves_to_us_east4_in_the_same_del
     subscribe: Callable[[str], Subscription],
 ) -> None:
     alerts = subscribe(chain_services.config.alerts_topic)
+    # The emulator's own quota, not a fault rule: no preemptible A100 quota in us-central1, and
+    # a create over quota refused at once (429), as the service answers it.
     vertex.call(
-        "POST",
-        "faults",
-        {
-            "method": "CreateCustomJob",
-            "code": "RESOURCE_EXHAUSTED",
-            "message": QUOTA_MESSAGE,
-            "count": 1,
-        },
+        "PUT",
+        "quota",
+        {"kind": "preemptible", "region": "us-central1", "acceleratorType": A100, "count": 0},
     )
+    vertex.call("PUT", "createRefusals", {"quota_when_exceeded": "refuse"})
 
     the_run_id, result = start(chain_services, "two-regions", fresh_name("quota"))
 
@@ -161,7 +161,7 @@ def test_a_quota_refused_create_in_us_central1_moves_to_us_east4_in_the_same_del
     assert jobs_of(the_run_id, "us-central1") == []
     (skip,) = attempt.skips
     assert (skip.placement, skip.region, skip.skip_class) == (CENTRAL_FLEX, "us-central1", "quota")
-    assert "exceed quota limits" in skip.reason
+    assert QUOTA_MESSAGE in skip.reason
     assert skip.at == chain_services.now()
     assert alerts_of(alerts, the_run_id) == []
     # A quota refusal is no capacity failure: nothing cools down.
