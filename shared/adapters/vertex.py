@@ -51,6 +51,7 @@ import enum
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import ClassVar
 
 import google.auth.exceptions
 import requests
@@ -90,9 +91,14 @@ class VertexRejected(InvalidJobSpec):
 
 class PlacementRefused(VertexRejected):
     """Vertex AI refused a create for a reason that belongs to the placement, not the job: the
-    next placement of the chain may take the same job (``handlers.submission`` moves on)."""
+    next placement of the chain may take the same job (``handlers.submission`` moves on).
+
+    ``lasting``: the placement can never take this job as written (a GPU the region does not
+    offer, a persistent resource of another machine, network or key), as opposed to one that may
+    take it later (a resource that is not RUNNING, or not there yet)."""
 
     headline = "Vertex AI refused the job on this placement"
+    lasting: ClassVar[bool] = False
 
 
 class AcceleratorNotOffered(PlacementRefused):
@@ -100,13 +106,22 @@ class AcceleratorNotOffered(PlacementRefused):
     supported in location R.")."""
 
     headline = "the GPU type is not offered in this region"
+    lasting = True
 
 
 class PersistentResourceRefused(PlacementRefused):
-    """The persistent resource cannot run the job: not RUNNING, missing, no resource pool
-    matching the job's machine, or another network or encryption key than the job's."""
+    """The persistent resource cannot run the job now: it is not RUNNING, or does not exist."""
 
     headline = "the persistent resource cannot run the job"
+
+
+class PersistentResourceMismatch(PersistentResourceRefused):
+    """The persistent resource can never run the job as written: no resource pool matches the
+    job's machine and disk, a pool is smaller than the job, or its network or encryption key is
+    not the job's."""
+
+    headline = "the persistent resource does not match the job"
+    lasting = True
 
 
 class VertexPermissionDenied(PermissionMissing):
@@ -184,7 +199,21 @@ _PERMISSION_BY_METHOD: dict[str, str] = {
 _NOT_OFFERED_MESSAGE = re.compile(
     r"(accelerator|machine) type \S+ is not supported in (location|region|zone)", re.IGNORECASE
 )
-_PERSISTENT_RESOURCE_MESSAGE = re.compile(r"persistent[ _]?resource", re.IGNORECASE)
+# A persistent resource that cannot run jobs now: "Persistent resource R is in state STOPPING;
+# it must be RUNNING to run jobs." / "Persistent resource R does not exist".
+_RESOURCE_NOT_RUNNING = re.compile(
+    r"persistent ?resource \S+ (?:is in state \w+|does not exist|was not found)", re.IGNORECASE
+)
+# One that never will, as the job is written: "No resource pool of persistent resource R matches
+# machine_spec and disk_spec exactly ...", "Requested 4 replicas of resource pool P, which has at
+# most 2", "The CustomJob's encryption_spec.kms_key_name (...) must be the same as the
+# encryption_spec.kms_key_name of persistent resource R (...)", and the network's twin.
+_RESOURCE_MISMATCH = re.compile(
+    r"no resource pool of persistent ?resource"
+    r"|requested \d+ replicas of resource pool \S+, which has at most"
+    r"|(?:kms_key_name|network)\b.{0,200}\bof persistent ?resource",
+    re.IGNORECASE | re.DOTALL,
+)
 _RATE_LIMIT_MESSAGE = re.compile(r"per (minute|second)|rate limit", re.IGNORECASE)
 _RATE_LIMIT_REASON = "RATE_LIMIT_EXCEEDED"
 _LOCATION_OF_NAME = re.compile(r"^projects/[^/]+/locations/([a-z0-9-]+)(?:/|$)")
@@ -215,12 +244,28 @@ _READ_RETRY = api_retry.Retry(
 
 
 def create_custom_job(parent: str, job: aiplatform_v1.CustomJob) -> aiplatform_v1.CustomJob:
-    """Create ``job`` under ``parent`` (``projects/P/locations/R``) once, without retrying."""
+    """Create ``job`` under ``parent`` (``projects/P/locations/R``) once, without retrying.
+
+    A refusal that belongs to the placement raises a ``PlacementRefused`` (``_placement_refusal``);
+    any other refusal of the job, ``VertexRejected``."""
     client = clients.job_service_client(region_of(parent))
-    with _translated_errors("CreateCustomJob", parent):
-        return client.create_custom_job(
-            parent=parent, custom_job=job, retry=None, timeout=CREATE_TIMEOUT_SECONDS
+    try:
+        with _translated_errors("CreateCustomJob", parent):
+            return client.create_custom_job(
+                parent=parent, custom_job=job, retry=None, timeout=CREATE_TIMEOUT_SECONDS
+            )
+    except VertexRejected as rejected:
+        cause = rejected.__cause__
+        if not isinstance(cause, api_exceptions.GoogleAPICallError):
+            raise
+        refused = _placement_refusal(
+            cause,
+            f"Vertex AI CreateCustomJob on {parent}",
+            on_persistent_resource=bool(job.job_spec.persistent_resource_id),
         )
+        if refused is None:
+            raise
+        raise refused from cause
 
 
 def get_custom_job(name: str) -> aiplatform_v1.CustomJob:
@@ -337,10 +382,6 @@ def _translated(error: api_exceptions.GoogleAPICallError, method: str, resource:
             return OutcomeUnknown(f"{what} failed, and may have been carried out: {error.message}")
         return BackendUnavailable(f"{what} failed, try again: {error.message}")
     if failure is _CallFailure.REJECTED:
-        if method == "CreateCustomJob":
-            refused = _placement_refusal(error, what)
-            if refused is not None:
-                return refused
         return VertexRejected(
             f"{what} was rejected: {error.message}; change what the message names (in the "
             "template, its placement or the request) and send the request again"
@@ -364,19 +405,31 @@ def _translated(error: api_exceptions.GoogleAPICallError, method: str, resource:
 
 
 def _placement_refusal(
-    error: api_exceptions.GoogleAPICallError, what: str
+    error: api_exceptions.GoogleAPICallError, what: str, *, on_persistent_resource: bool
 ) -> PlacementRefused | None:
-    """A create's refusal that belongs to the placement (matched on the service's message, the
-    only place it says which rule refused), or None for a refusal of the job itself."""
-    if _NOT_OFFERED_MESSAGE.search(error.message):
+    """A create's refusal that belongs to the placement, or None for a refusal of the job itself.
+
+    Matched on the service's message, the only place it says which rule refused, and only for
+    the rules of the job's own placement (a persistent resource's only when the job names one):
+    a refusal read too widely would turn an invalid spec into a silent move along the chain, so
+    the patterns are the specific refusals, and anything else stays ``VertexRejected``."""
+    message = error.message or ""
+    if on_persistent_resource:
+        if _RESOURCE_NOT_RUNNING.search(message):
+            return PersistentResourceRefused(
+                f"{what} was refused: {message}; the persistent resource cannot run jobs now "
+                "(start it, or create it)"
+            )
+        if _RESOURCE_MISMATCH.search(message):
+            return PersistentResourceMismatch(
+                f"{what} was refused: {message}; the persistent resource does not match the job "
+                "(match its pools, network and encryption key, or use another resource)"
+            )
+        return None
+    if _NOT_OFFERED_MESSAGE.search(message):
         return AcceleratorNotOffered(
-            f"{what} was refused: {error.message}; the GPU type is not offered in this region: "
+            f"{what} was refused: {message}; the GPU type is not offered in this region: "
             "choose a region that offers it (or another GPU) for this placement"
-        )
-    if _PERSISTENT_RESOURCE_MESSAGE.search(error.message):
-        return PersistentResourceRefused(
-            f"{what} was refused: {error.message}; the persistent resource cannot run this job "
-            "as the message says (start it, or match its pools, network and encryption key)"
         )
     return None
 

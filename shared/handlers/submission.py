@@ -59,12 +59,23 @@ from shared.model.errors import DispatchError, InvalidJobSpec, TransientError
 from shared.model.results import DispatchOutcome, DispatchResult
 from shared.model.runs import SkipClass
 from shared.policy import jobspec
-from shared.policy.cooldown import cooldown_of, cooling, placement_key, walk_order
+from shared.policy.cooldown import (
+    cooldown_of,
+    cooling,
+    placement_key,
+    walk_indices,
+    walk_order,
+)
 from shared.policy.duplicates import FoundJob, sort_out
 from shared.policy.machines import draws_preemptible_quota, preemptible_quota_metric
 from shared.policy.records import describe_placement, placement_kind, placement_record
 from shared.policy.timing import INTENT_LEASE
-from shared.policy.watchdogs import NoPlacementDue, no_placement_due, no_placement_limits
+from shared.policy.watchdogs import (
+    NoPlacementDue,
+    alert_claim,
+    no_placement_due,
+    no_placement_limits,
+)
 from shared.validation.chain import check_chain
 
 if TYPE_CHECKING:
@@ -165,12 +176,32 @@ class _Walk:
     lines: list[str] = field(default_factory=list)
     claimed: bool = False  # this delivery wrote the attempt's intent
     last_refusal: Mapping[str, str] | None = None  # the last create refused: message, class
+    # Placements moved to the end of the walk for cooldown (by chain index), not reached yet:
+    # recorded as skips only if the walk ends before it reaches them.
+    cooling: dict[int, PlacementSkip] = field(default_factory=dict)
 
     def skip(self, placement: Placement, region: str, skip_class: SkipClass, reason: str) -> None:
-        self.skips.append(
-            PlacementSkip(placement_record(placement), region, skip_class.value, reason, self.now())
-        )
+        self.skips.append(self._skip(placement, region, skip_class, reason))
         self.lines.append(f"{describe_placement(placement)}: {reason}")
+
+    def defer(self, index: int, placement: Placement, region: str, reason: str) -> None:
+        """Placement ``index`` is cooling down: the walk tries it after the others."""
+        self.cooling[index] = self._skip(placement, region, SkipClass.COOLDOWN, reason)
+
+    def reach(self, index: int) -> None:
+        """The walk has come to placement ``index``: a deferred one is no skip any more."""
+        self.cooling.pop(index, None)
+
+    def recorded_skips(self) -> tuple[PlacementSkip, ...]:
+        """What the attempt records: the placements passed over, those still deferred last."""
+        return (*self.skips, *self.cooling.values())
+
+    def _skip(
+        self, placement: Placement, region: str, skip_class: SkipClass, reason: str
+    ) -> PlacementSkip:
+        return PlacementSkip(
+            placement_record(placement), region, skip_class.value, reason, self.now()
+        )
 
     @property
     def reasons(self) -> str:
@@ -186,9 +217,8 @@ def _walk_placements(
     ``retry_on`` retries that class, is skipped: recorded, and the intent moves on to the next
     placement by compare-and-set before that one's create."""
     walk = _Walk(snapshot, attempt_number, submission.now)
-    order = _walk_order(
-        submission, walk, range(first_placement, len(submission.template.placements))
-    )
+    indices = walk_indices(submission.template, first_placement, snapshot.run.attempts)
+    order = _walk_order(submission, walk, indices)
     chain = check_chain(
         submission.config,
         submission.template,
@@ -200,15 +230,17 @@ def _walk_placements(
         read_reservation=compute.get_reservation,
     )
     for check in chain:
+        walk.reach(check.index)
         if check.rendered is None:  # the template does not render: its spec is invalid
             return _reject(submission, walk, check.render_error or "")
         violations = check.violations
         if check.verdict is validation.ViolationKind.INVALID:
             return _reject(submission, walk, validation.describe(violations))
         placement = check.placement
-        if check.verdict is validation.ViolationKind.UNAVAILABLE:
+        if check.verdict in _SKIP_CLASS_OF_VERDICT:
             reason = validation.describe(violations)
-            walk.skip(placement, check.rendered.region, SkipClass.UNAVAILABLE, reason)
+            skip_class = _SKIP_CLASS_OF_VERDICT[check.verdict]
+            walk.skip(placement, check.rendered.region, skip_class, reason)
             log(
                 logger,
                 logging.INFO,
@@ -224,7 +256,18 @@ def _walk_placements(
     return _no_placement(submission, walk)
 
 
-def _walk_order(submission: Submission, walk: _Walk, indices: range) -> Sequence[int]:
+UNSUITABLE_CLAIM_SCOPE = "unsuitable"
+"""The scope of the once-per-run alert that some placement can never take the run's job."""
+
+
+# A live rule's verdict that passes a placement over, and how the skip is recorded.
+_SKIP_CLASS_OF_VERDICT: dict[validation.ViolationKind | None, SkipClass] = {
+    validation.ViolationKind.UNAVAILABLE: SkipClass.UNAVAILABLE,
+    validation.ViolationKind.UNSUITABLE: SkipClass.UNSUITABLE,
+}
+
+
+def _walk_order(submission: Submission, walk: _Walk, indices: Sequence[int]) -> Sequence[int]:
     """The order to try ``indices`` in: the chain's, with placements cooling down after a
     capacity failure moved behind the others (``policy.cooldown``). The cooldowns are read only
     when there is a choice: a chain with one placement left costs no read."""
@@ -239,10 +282,10 @@ def _walk_order(submission: Submission, walk: _Walk, indices: range) -> Sequence
     for index in plan.passed_over:
         placement, cooldown = template.placements[index], cool[index]
         until = cooldown.since + length
-        walk.skip(
+        walk.defer(
+            index,
             placement,
             keys[index].region,
-            SkipClass.COOLDOWN,
             f"cooling down until {until.isoformat()} (tried after the others) since "
             f"{cooldown.since.isoformat()}: {cooldown.reason}",
         )
@@ -277,7 +320,7 @@ def _claim_and_create(
         region=rendered.region,
         parent=rendered.parent,
         intent_at=submission.now(),
-        skips=tuple(walk.skips),
+        skips=walk.recorded_skips(),
     )
     # The intent names this placement before its create (LedgerConflict: another delivery
     # won); moving it from a refused placement is the same compare-and-set on our own claim.
@@ -295,7 +338,8 @@ def _claim_and_create(
     except vertex.QuotaExceeded as error:
         return _placement_refused(submission, walk, placement, rendered, error, SkipClass.QUOTA)
     except vertex.PlacementRefused as error:
-        return _placement_refused(submission, walk, placement, rendered, error, SkipClass.CAPACITY)
+        skip_class = SkipClass.UNSUITABLE if error.lasting else SkipClass.CAPACITY
+        return _placement_refused(submission, walk, placement, rendered, error, skip_class)
     except vertex.VertexPermissionDenied as error:
         return _refused(submission, walk, error, AlertReason.PERMISSION)
     except InvalidJobSpec as error:  # VertexRejected: the service refused the spec
@@ -326,6 +370,7 @@ def _claim_and_create(
 _RETRY_CLASS_OF_SKIP: dict[SkipClass, FailureClass] = {
     SkipClass.QUOTA: FailureClass.QUOTA,
     SkipClass.CAPACITY: FailureClass.CAPACITY,
+    SkipClass.UNSUITABLE: FailureClass.CAPACITY,
 }
 
 
@@ -357,12 +402,12 @@ def _placement_refused(
         refusal_class=skip_class.value,
         error=str(error),
     )
-    if skip_class is SkipClass.CAPACITY:
+    if skip_class in (SkipClass.CAPACITY, SkipClass.UNSUITABLE):
         _start_cooldown(submission, placement, str(error))
     if retried:
         return None
     walk.snapshot = submission.ledger.record_refused_create(
-        walk.snapshot, walk.attempt_number, walk.last_refusal, tuple(walk.skips)
+        walk.snapshot, walk.attempt_number, walk.last_refusal, walk.recorded_skips()
     )
     if skip_class is SkipClass.QUOTA:
         return _quota_refused(submission, walk, placement, rendered, error)
@@ -412,7 +457,7 @@ def _reject(submission: Submission, walk: _Walk, reasons: str) -> DispatchResult
             snapshot,
             attempt_number,
             {"message": reasons, "class": "invalid_spec"},
-            tuple(walk.skips),
+            walk.recorded_skips(),
         )
     tried = f"\nPlacements passed over before it:\n{walk.reasons}" if walk.lines else ""
     finish_run(
@@ -440,7 +485,7 @@ def _refused(
         walk.attempt_number,
     )
     snapshot = ledger.record_refused_create(
-        walk.snapshot, attempt_number, {"message": str(error)}, tuple(walk.skips)
+        walk.snapshot, attempt_number, {"message": str(error)}, walk.recorded_skips()
     )
     tried = f"\nPlacements passed over before it:\n{walk.reasons}" if len(walk.lines) else ""
     status = RunStatus.REJECTED if reason is AlertReason.INVALID_SPEC else RunStatus.FAILED
@@ -546,9 +591,11 @@ def _no_placement(submission: Submission, walk: _Walk) -> DispatchResult:
     (CREATE_FAILED: the retry takes the attempt over without waiting for its lease).
     """
     snapshot, attempt_number = walk.snapshot, walk.attempt_number
+    if walk.skips and all(skip.skip_class == SkipClass.UNSUITABLE for skip in walk.skips):
+        return _unsuitable_everywhere(submission, walk)
     if walk.claimed and walk.last_refusal is not None:
         snapshot = submission.ledger.record_refused_create(
-            snapshot, attempt_number, walk.last_refusal, tuple(walk.skips)
+            snapshot, attempt_number, walk.last_refusal, walk.recorded_skips()
         )
     run = snapshot.run
     now = submission.now()
@@ -565,8 +612,12 @@ def _no_placement(submission: Submission, walk: _Walk) -> DispatchResult:
         reason="no placement could take the job",
     )
     # The walk's skips go on the run when it claimed no attempt (else they are the attempt's).
-    skips = () if walk.claimed else tuple(walk.skips)
+    skips = () if walk.claimed else walk.recorded_skips()
     snapshot = submission.ledger.wait_for_retry(snapshot, next_retry, since, skips)  # or conflict
+    unsuitable = [line for skip, line in zip(walk.skips, walk.lines, strict=True)
+                  if skip.skip_class == SkipClass.UNSUITABLE]  # fmt: skip
+    if unsuitable:
+        _alert_unsuitable(submission, snapshot, unsuitable)
     if due.alert_claim is not None:
         alert_once(
             submission.ledger,
@@ -597,6 +648,65 @@ def _no_placement(submission: Submission, walk: _Walk) -> DispatchResult:
         waited_s=int(due.waited.total_seconds()),
     )
     return DispatchResult(DispatchOutcome.WAITING, run.run_id, detail=reasons)
+
+
+def _unsuitable_everywhere(submission: Submission, walk: _Walk) -> DispatchResult:
+    """Every placement left refused the job for a reason of its own that no wait will change
+    (``SkipClass.UNSUITABLE``: a resource or reservation of another machine, network or key, a
+    GPU the region does not offer): the run is rejected at once with one alert listing each,
+    as an invalid job would be, instead of being retried every ``backoff.base`` for days."""
+    snapshot, attempt_number = walk.snapshot, walk.attempt_number
+    if walk.claimed:  # else nothing was claimed: the alert and the log carry every reason
+        refusal = walk.last_refusal or {"message": walk.reasons, "class": "unsuitable"}
+        snapshot = submission.ledger.record_refused_create(
+            snapshot, attempt_number, refusal, walk.recorded_skips()
+        )
+    finish_run(
+        submission.ledger,
+        snapshot,
+        RunStatus.REJECTED,
+        config=submission.config,
+        trigger=submission.trigger,
+        reason=AlertReason.INVALID_SPEC,
+        message=(
+            f"no placement of template {submission.template.name} can ever take the job as it "
+            f"is written. Each placement:\n{walk.reasons}"
+        ),
+        what_to_do=(
+            "change the template or its placements as each line says (or add a placement that "
+            "can run the job, such as FLEX_START or on demand), then trigger again"
+        ),
+        attempt=attempt_number,
+    )
+    log(
+        logger,
+        logging.ERROR,
+        "no placement can ever take the job; run rejected",
+        labels=submission.labels,
+        reasons=walk.reasons,
+    )
+    return DispatchResult(DispatchOutcome.REJECTED, snapshot.run.run_id, detail=walk.reasons)
+
+
+def _alert_unsuitable(submission: Submission, snapshot: RunSnapshot, lines: list[str]) -> None:
+    """Some placement of a waiting run can never take its job as written: say so once per run
+    (the wait goes on for the others), so that a human fixes it now, not when the wait alerts."""
+    alert_once(
+        submission.ledger,
+        snapshot.run,
+        config=submission.config,
+        trigger=submission.trigger,
+        reason=AlertReason.NO_PLACEMENT,
+        claim=alert_claim(AlertReason.NO_PLACEMENT, UNSUITABLE_CLAIM_SCOPE),
+        message=(
+            f"the run waits for a placement of template {submission.template.name}; these "
+            "placements can never take its job as it is written:\n" + "\n".join(lines)
+        ),
+        what_to_do=(
+            "change the template or those placements as each line says; the run is retried on "
+            "the others meanwhile"
+        ),
+    )
 
 
 def _give_up(

@@ -135,6 +135,10 @@ class SkipClass(enum.StrEnum):
     QUOTA = "quota"  # its create was refused for quota (RESOURCE_EXHAUSTED)
     CAPACITY = "capacity"  # its create was refused for the placement (GPU not offered, resource)
     UNAVAILABLE = "unavailable"  # a live rule said it cannot take the job now (a pool full)
+    # it can never take the job as written (a resource or reservation of another machine,
+    # network or key; a GPU its region does not offer): when no placement takes the job and
+    # every skip is of this class, the run is rejected at once instead of waiting
+    UNSUITABLE = "unsuitable"
     COOLDOWN = "cooldown"  # it failed for capacity moments ago (policy.cooldown): tried last
 
 

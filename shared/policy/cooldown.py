@@ -6,14 +6,17 @@ new attempts try the other placements of their chain first (SkyPilot's ``EAGER_N
 skips the region that just failed; docs/architecture.md, "Peers we learned from"). Pure rules:
 
 - ``placement_key``: what identifies a placement across templates and runs: its kind, region and
-  machine type (a persistent resource's id, a reservation's name stand for the machine; they fix
-  it). Two templates with the same placement share its cooldown.
+  machine (type and GPUs; a persistent resource's id, a reservation's name stand for the machine:
+  they fix it). Two templates with the same placement share its cooldown.
 - ``cooldown_of``: how long: the template's ``cooldown``, else the config's (default 30m); 0 off.
 - ``walk_order``: the order a walk tries the placements left: the ones not cooling, in chain
   order, then the cooling ones, in chain order. A cooling placement is never dropped: when
   every placement left is cooling, or after the others refused, it is tried all the same (the
   last one left is never skipped). ``passed_over`` names the cooling placements that some later
-  placement goes before: those are recorded as skips (``SkipClass.COOLDOWN``).
+  placement goes before: those not reached when the walk ends are recorded as skips
+  (``SkipClass.COOLDOWN``).
+- ``untried_passed_over`` and ``walk_indices``: a placement a run passed over for cooldown stays
+  owed a try until the run tries it, so a reordered walk never ends a run early.
 
 The cooldowns themselves are kept in the ledger, shared by every instance
 (``shared.model.cooldowns``); submission reads them only when more than one placement is left
@@ -25,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from shared.config.model import (
     Config,
@@ -37,6 +41,8 @@ from shared.config.model import (
     Template,
 )
 from shared.model.cooldowns import Cooldown
+from shared.model.runs import Attempt, SkipClass
+from shared.policy.records import placement_record
 
 KEY_SEPARATOR = "|"  # in none of a kind, a region, a machine type, a resource id or a name
 
@@ -67,8 +73,7 @@ def placement_key(placement: Placement, template: Template, default_region: str)
         return PlacementKey("persistent_resource", region, placement.resource_id)
     if isinstance(placement, ReservationPlacement) and placement.name:
         return PlacementKey("reservation", region, placement.name)
-    machine = _machine_type(placement, template)
-    return PlacementKey(_kind(placement), region, machine)
+    return PlacementKey(_kind(placement), region, _machine(placement, template))
 
 
 def cooling(
@@ -124,20 +129,59 @@ def _kind(placement: Placement) -> str:
 
 
 def _region(placement: Placement, default_region: str) -> str:
-    if placement.region:
-        return placement.region
-    if isinstance(placement, ReservationPlacement) and placement.name:
-        # projects/P/zones/us-central1-a/reservations/N: the zone's region
-        parts = placement.name.split("/")
-        if len(parts) >= 4 and parts[2] == "zones" and parts[3].count("-") >= 2:
-            return parts[3].rsplit("-", 1)[0]
-    return default_region
+    # A named reservation's placement has its zone's region already (ReservationPlacement).
+    return placement.region or default_region
 
 
-def _machine_type(placement: Placement, template: Template) -> str:
+def _machine(placement: Placement, template: Template) -> str:
+    """The machine type, with its GPUs when it names them (``n1-standard-8`` carries a T4 or a
+    V100 alike: a V100 stockout must not cool the T4 placement)."""
     override = getattr(placement, "machine", None)
     if override is not None:
-        return str(override.machine_type)
+        return _machine_text(
+            override.machine_type, override.accelerator_type, override.accelerator_count
+        )
     pools = template.job_spec.get("workerPoolSpecs") or ()
     spec = pools[0].get("machineSpec", {}) if pools and isinstance(pools[0], Mapping) else {}
-    return str(spec.get("machineType") or "")
+    return _machine_text(
+        str(spec.get("machineType") or ""),
+        spec.get("acceleratorType"),
+        int(spec.get("acceleratorCount") or 0),
+    )
+
+
+def _machine_text(machine_type: str, accelerator: object, count: int) -> str:
+    if not accelerator or accelerator == "ACCELERATOR_TYPE_UNSPECIFIED":
+        return machine_type
+    return f"{machine_type}+{accelerator}x{count}"
+
+
+def untried_passed_over(template: Template, attempts: Sequence[Attempt]) -> tuple[int, ...]:
+    """The chain indices a walk of this run passed over for cooldown (a ``cooldown`` skip on one
+    of its attempts) that no attempt of the run has run on or been refused on since.
+
+    A cooldown reorders a walk, so a run may move past a placement it never tried; when the
+    placements after its last one are used up (or a retry starts further down the chain), these
+    are still owed a try: ``decisions.decide`` does not call the chain exhausted while one is
+    left, and submission's walk includes them (``walk_indices``)."""
+    tried: list[Mapping[str, Any]] = []
+    deferred: list[Mapping[str, Any]] = []
+    for attempt in attempts:
+        tried.append(dict(attempt.placement))
+        for skip in attempt.skips:
+            (deferred if skip.skip_class == SkipClass.COOLDOWN else tried).append(
+                dict(skip.placement)
+            )
+    return tuple(
+        index
+        for index, placement in enumerate(template.placements)
+        if (record := placement_record(placement)) in deferred and record not in tried
+    )
+
+
+def walk_indices(template: Template, first: int, attempts: Sequence[Attempt]) -> tuple[int, ...]:
+    """The chain indices a walk from ``first`` tries: ``first`` to the end, and before them any
+    earlier placement this run passed over for cooldown and never tried
+    (``untried_passed_over``), in chain order."""
+    owed = [index for index in untried_passed_over(template, attempts) if index < first]
+    return (*owed, *range(first, len(template.placements)))

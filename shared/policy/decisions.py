@@ -46,6 +46,7 @@ from shared.model.alerts import AlertReason, Severity
 from shared.model.errors import PermanentError
 from shared.model.runs import Attempt, InvalidTransition, RetryPlan, Run, RunStatus
 from shared.policy.classify import PERMISSION_CODES, Classification, quota_metric
+from shared.policy.cooldown import untried_passed_over
 from shared.policy.machines import draws_preemptible_quota, preemptible_quota_metric
 from shared.policy.records import describe_placement, placement_record
 
@@ -207,7 +208,8 @@ def _retry(
 ) -> Decision:
     policy = template.retry
     move = MOVE_BY_CLASS[failure]
-    if move is Move.NEXT_PLACEMENT and index + 1 >= len(template.placements):
+    next_index = _next_placement(run, template, index)
+    if move is Move.NEXT_PLACEMENT and next_index is None:
         return _chain_exhausted(run, template, classification)
     if move is Move.SAME_PLACEMENT_NOW:
         used = _user_failures(run) + 1
@@ -216,10 +218,10 @@ def _retry(
     next_number = failed.number + 1
     if next_number > policy.attempts:
         return _attempts_exhausted(run, template, classification)
-    if move is Move.NEXT_PLACEMENT:
-        plan = RetryPlan(now, next_number, index + 1, failure.value)
-        where = describe_placement(template.placements[index + 1])
-        why = f"resubmit at once to placement {index + 1} ({where})"
+    if move is Move.NEXT_PLACEMENT and next_index is not None:  # None returned above
+        plan = RetryPlan(now, next_number, next_index, failure.value)
+        where = describe_placement(template.placements[next_index])
+        why = f"resubmit at once to placement {next_index} ({where})"
     elif move is Move.SAME_PLACEMENT_BACKOFF:
         delay = backoff_delay(template, _backoff_failures(run, failure), rng)
         plan = RetryPlan(now + delay, next_number, index, failure.value)
@@ -233,6 +235,20 @@ def _retry(
         explanation=f"attempt {failed.number} {classification.summary}; {why} as attempt "
         f"{next_number} of {policy.attempts}",
     )
+
+
+def _next_placement(run: Run, template: Template, index: int) -> int | None:
+    """Where the chain goes on after placement ``index`` failed: the next placement no attempt
+    of the run has run on, else the first one a walk of this run passed over for cooldown and
+    never tried (a cooldown reorders a walk, so the run may have run further down the chain
+    first, or moved past one: ``policy.cooldown.untried_passed_over``), else None: the chain is
+    exhausted."""
+    ran = [dict(attempt.placement) for attempt in run.attempts]
+    for later in range(index + 1, len(template.placements)):
+        if placement_record(template.placements[later]) not in ran:
+            return later
+    owed = untried_passed_over(template, run.attempts)
+    return owed[0] if owed else None
 
 
 def _user_failures(run: Run) -> int:

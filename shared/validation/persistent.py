@@ -4,17 +4,19 @@
 The resource must exist and be RUNNING, share the job's network and CMEK key, have a pool whose
 machine and boot disk equal each job pool's, and hold the replicas asked for.
 
-Every broken rule here is ``unavailable``: this resource cannot take the job, and the chain moves
-on to its next placement, as after a full pool. Why a mismatch too, and not only a missing,
-stopped or full resource: a persistent resource's network, CMEK key and pools are fixed when it
+No broken rule here rejects the run: this resource cannot take the job, and the chain moves on to
+its next placement, as after a full pool. A missing, stopped or full resource is ``unavailable``
+(it may take the job later: the run waits for it when no placement can take the job now). A
+mismatch is ``unsuitable``: a persistent resource's network, CMEK key and pools are fixed when it
 is created, while the template's network, key and machine are right for the chain's other
 placements (FLEX_START, Spot and on-demand jobs run in any network with any key, on any machine
-the rules allow). Rejecting the run would refuse a job the next placement can run: the template
-is not wrong, this resource is the wrong one for it. The network in particular is the VPC the
-job peers with; a resource created in another VPC can never take it, but the service's own
-machines for the other placements can. Each message says what would make the resource take the
-job (the template value to change, or the resource to recreate), and when no placement takes
-the job the no-placement watchdog alerts with every reason.
+the rules allow), so rejecting the run would refuse a job the next placement can run; but the
+resource will never take this job as written, so when no placement can take it and every reason
+is a mismatch, submission rejects the run at once instead of waiting days for a retry that cannot
+succeed. The network in particular is the VPC the job peers with; a resource created in another
+VPC can never take it, but the service's own machines for the other placements can. Each message
+says what would make the resource take the job (the template value to change, or the resource to
+recreate).
 """
 
 from __future__ import annotations
@@ -43,6 +45,10 @@ from shared.validation.violations import Rule, Violation, ViolationKind
 
 def _unavailable(field: str, rule: Rule, message: str) -> Violation:
     return Violation(field, rule, message, ViolationKind.UNAVAILABLE)
+
+
+def _unsuitable(field: str, rule: Rule, message: str) -> Violation:
+    return Violation(field, rule, message, ViolationKind.UNSUITABLE)
 
 
 def _disk_key(disk: DiskSpec) -> tuple[str, int]:
@@ -98,7 +104,7 @@ def _resource_running(resource: PersistentResource) -> Iterator[Violation]:
 def _resource_network(job: CustomJob, resource: PersistentResource) -> Iterator[Violation]:
     spec = job.job_spec
     if spec.network != resource.network:
-        yield _unavailable(
+        yield _unsuitable(
             "jobSpec.network",
             Rule.RESOURCE_NETWORK,
             f"the job's network {_or_default(spec.network)} differs from persistent resource "
@@ -111,7 +117,7 @@ def _resource_cmek(job: CustomJob, resource: PersistentResource) -> Iterator[Vio
     job_key = job.encryption_spec.kms_key_name
     resource_key = resource.encryption_spec.kms_key_name
     if job_key != resource_key:
-        yield _unavailable(
+        yield _unsuitable(
             "encryptionSpec.kmsKeyName",
             Rule.RESOURCE_CMEK,
             f"the job's CMEK key {_key_text(job_key)} differs from persistent resource "
@@ -144,7 +150,7 @@ def _resource_pools(job: CustomJob, resource: PersistentResource) -> Iterator[Vi
                 f"{'/'.join(map(str, _disk_key(candidate.disk_spec)))} GB"
                 for candidate in resource.resource_pools
             )
-            yield _unavailable(
+            yield _unsuitable(
                 f"jobSpec.workerPoolSpecs[{index}]",
                 Rule.RESOURCE_POOL_MATCH,
                 f"worker pool {index} ({_machine_text(pool.machine_spec)}, "
@@ -176,7 +182,7 @@ def _pool_capacity(job: CustomJob, pool: ResourcePool, indices: list[int]) -> It
     field = _pool_field(indices[-1], "replicaCount")
     who = "worker pool " + ", ".join(map(str, indices))
     if replicas > ceiling:
-        yield _unavailable(
+        yield _unsuitable(
             field,
             Rule.RESOURCE_POOL_SIZE,
             f"{who} asks for {replicas} replicas on resource pool {pool.id!r}, which holds at "

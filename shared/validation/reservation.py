@@ -7,11 +7,14 @@ per replica) must come from it. The reservation must exist and be READY, its VMs
 the job's machine (machine type, GPU type and count), and it must have a free VM for every
 replica when Compute Engine says how many are in use.
 
-Every broken rule here is ``unavailable``: this placement cannot take the job, and the chain
-moves on. A reservation is bought capacity, not part of the template: a template whose machine
-differs from the reservation's is right for the chain's other placements (Spot, on-demand, a
-FLEX_START fallback), so the run goes there instead of being rejected; each message says what
-would make the reservation take the job, and the no-placement alert lists them when nothing does.
+No broken rule here rejects the run: this placement cannot take the job, and the chain moves on.
+A missing, not READY or full reservation is ``unavailable`` (it may take the job later). A
+reservation of another machine, or one smaller than the job, is ``unsuitable``: a reservation is
+bought capacity, not part of the template, and a template whose machine differs from the
+reservation's is right for the chain's other placements (Spot, on-demand, a FLEX_START fallback),
+so the run goes there instead of being rejected; but when no placement can take the job and
+every reason is of this kind, submission rejects the run at once. Each message says what would
+make the reservation take the job.
 A reservation without a name (ANY_RESERVATION) is not read: Vertex AI picks one or falls back to
 on-demand capacity itself.
 """
@@ -70,6 +73,10 @@ def _unavailable(field: str, rule: Rule, message: str) -> Violation:
     return Violation(field, rule, message, ViolationKind.UNAVAILABLE)
 
 
+def _unsuitable(field: str, rule: Rule, message: str) -> Violation:
+    return Violation(field, rule, message, ViolationKind.UNSUITABLE)
+
+
 def _job_gpus(spec: MachineSpec) -> GpuKey:
     accelerator = _accelerator(spec)
     if accelerator == NO_ACCELERATOR or spec.accelerator_count == 0:
@@ -103,7 +110,7 @@ def _machine_matches(job: CustomJob, reservation: Reservation) -> Iterator[Viola
         spec = pool.machine_spec
         if (spec.machine_type, _job_gpus(spec)) == wanted:
             continue
-        yield _unavailable(
+        yield _unsuitable(
             _pool_field(index, "machineSpec"),
             Rule.RESERVATION_MACHINE,
             f"worker pool {index} runs on {_machine_text(spec)}, but reservation "
@@ -121,10 +128,10 @@ def _capacity(job: CustomJob, reservation: Reservation) -> Iterator[Violation]:
     replicas = sum(pool.replica_count for _, pool in pools)
     field = _pool_field(pools[-1][0], "replicaCount") if pools else "jobSpec.workerPoolSpecs"
     if reservation.count is not None and replicas > reservation.count:
-        yield _unavailable(
+        yield _unsuitable(
             field,
             Rule.RESERVATION_CAPACITY,
-            f"the job needs {replicas} VMs (one per replica) and reservation {reservation.name} "
+            f"the job needs {replicas} VM(s), one per replica, and reservation {reservation.name} "
             f"holds {reservation.count}; lower the replicas or grow the reservation; the next "
             "placement is tried",
         )
@@ -132,7 +139,7 @@ def _capacity(job: CustomJob, reservation: Reservation) -> Iterator[Violation]:
         yield _unavailable(
             field,
             Rule.RESERVATION_CAPACITY,
-            f"the job needs {replicas} VMs (one per replica) and reservation {reservation.name} "
+            f"the job needs {replicas} VM(s), one per replica, and reservation {reservation.name} "
             f"has {free} free ({reservation.in_use_count} of {reservation.count} in use); the "
             "next placement is tried",
         )

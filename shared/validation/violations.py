@@ -2,8 +2,10 @@
 
 A ``Violation`` names the REST field path, the ``Rule`` and what to change, and says whose move it
 is (``ViolationKind``): ``invalid`` means a human must change the template, the request or the
-guards; ``unavailable`` means this placement cannot take the job now and the placement chain moves
-on. ``verdict`` and ``describe`` turn a list of violations into a decision and a message.
+guards; ``unsuitable`` means this placement can never take this job as written (the chain moves
+on; with no placement left a human must act); ``unavailable`` means this placement cannot take the
+job now and the placement chain moves on. ``verdict`` and ``describe`` turn a list of violations
+into a decision and a message.
 """
 
 from __future__ import annotations
@@ -17,6 +19,10 @@ class ViolationKind(enum.StrEnum):
     """Whose move a violation is."""
 
     INVALID = "invalid"  # a human must change the template, the request or the guards
+    # This placement can never take the job as written (a persistent resource or reservation of
+    # another machine, network or key): try the next one, and when none can take it, a human
+    # must change the template or the placement (submission rejects the run at once).
+    UNSUITABLE = "unsuitable"
     UNAVAILABLE = "unavailable"  # this placement cannot take the job now; try the next one
 
 
@@ -73,11 +79,13 @@ class Violation:
 
 
 def verdict(violations: Iterable[Violation]) -> ViolationKind | None:
-    """INVALID if a human must act, UNAVAILABLE if only this placement is blocked, else None."""
+    """INVALID if a human must act on the job, UNSUITABLE if this placement can never take it,
+    UNAVAILABLE if only this placement is blocked now, else None."""
     kinds = {violation.kind for violation in violations}
-    if ViolationKind.INVALID in kinds:
-        return ViolationKind.INVALID
-    return ViolationKind.UNAVAILABLE if kinds else None
+    for kind in (ViolationKind.INVALID, ViolationKind.UNSUITABLE, ViolationKind.UNAVAILABLE):
+        if kind in kinds:
+            return kind
+    return None
 
 
 def describe(violations: Iterable[Violation]) -> str:

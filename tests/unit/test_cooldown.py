@@ -24,11 +24,14 @@ from shared.model.cooldowns import (
     cooldown_to_document,
     cooldowns_from_document,
 )
+from shared.model.runs import Attempt, PlacementSkip, SkipClass
 from shared.policy.cooldown import (
     PlacementKey,
     cooldown_of,
     cooling,
     placement_key,
+    untried_passed_over,
+    walk_indices,
     walk_order,
 )
 
@@ -54,7 +57,7 @@ H100 = MachineOverride("a3-highgpu-8g", "NVIDIA_H100_80GB", 8)
         ),
         pytest.param(
             FlexStartPlacement(max_wait=timedelta(hours=2), region="us-east4", machine=H100),
-            PlacementKey("flex_start", "us-east4", "a3-highgpu-8g"),
+            PlacementKey("flex_start", "us-east4", "a3-highgpu-8g+NVIDIA_H100_80GBx8"),
             id="flex-start-override",
         ),
         pytest.param(
@@ -64,8 +67,13 @@ H100 = MachineOverride("a3-highgpu-8g", "NVIDIA_H100_80GB", 8)
         ),
         pytest.param(
             OnDemandPlacement(machine=H100),
-            PlacementKey("on_demand", "us-central1", "a3-highgpu-8g"),
+            PlacementKey("on_demand", "us-central1", "a3-highgpu-8g+NVIDIA_H100_80GBx8"),
             id="on-demand-override",
+        ),
+        pytest.param(
+            OnDemandPlacement(machine=MachineOverride("n1-standard-8", "NVIDIA_TESLA_T4", 1)),
+            PlacementKey("on_demand", "us-central1", "n1-standard-8+NVIDIA_TESLA_T4x1"),
+            id="the-gpus-tell-one-n1-machine-from-another",
         ),
         pytest.param(
             PersistentResourcePlacement("a100-pool", region="us-east4"),
@@ -181,3 +189,108 @@ def test_entries_without_a_time_are_left_out_and_reasons_are_cut() -> None:
     assert cooldowns_from_document({"x": {"kind": "spot"}, "y": "not a map"}) == {}
     long = Cooldown("k", "spot", "r", "m", NOW, NOW, "x" * 1000)
     assert len(long.reason) == COOLDOWN_REASON_CHARS
+
+
+def test_the_key_of_a_template_machine_names_its_gpus() -> None:
+    template = Template(
+        name="t4",
+        display_name="t4",
+        job_spec={
+            "workerPoolSpecs": [
+                {
+                    "machineSpec": {
+                        "machineType": "n1-standard-8",
+                        "acceleratorType": "NVIDIA_TESLA_V100",
+                        "acceleratorCount": 2,
+                    }
+                }
+            ]
+        },
+        placements=(SpotPlacement(),),
+    )
+    key = placement_key(SpotPlacement(), template, "us-central1")
+    assert key.machine == "n1-standard-8+NVIDIA_TESLA_V100x2"
+
+
+# A chain of three on-demand placements; records as the ledger keeps them.
+CHAIN = Template(
+    name="chain",
+    display_name="chain",
+    job_spec=TEMPLATE.job_spec,
+    placements=(
+        OnDemandPlacement(region="us-central1"),
+        OnDemandPlacement(region="us-east4"),
+        OnDemandPlacement(region="us-west1"),
+    ),
+)
+CENTRAL, EAST, WEST = (
+    {"on_demand": {"region": r}} for r in ("us-central1", "us-east4", "us-west1")
+)
+
+
+def _skip(placement: dict[str, object], skip_class: SkipClass) -> PlacementSkip:
+    return PlacementSkip(placement, "r", skip_class.value, "why", NOW)
+
+
+def _attempt(number: int, placement: dict[str, object], *skips: PlacementSkip) -> Attempt:
+    return Attempt(number, placement, "r", "projects/p/locations/r", NOW, skips=skips)
+
+
+@pytest.mark.parametrize(
+    ("attempts", "owed"),
+    [
+        pytest.param((), (), id="no-attempt"),
+        pytest.param((_attempt(1, CENTRAL),), (), id="no-cooldown-skip"),
+        pytest.param(
+            (_attempt(1, EAST, _skip(CENTRAL, SkipClass.COOLDOWN)),), (0,), id="passed-over"
+        ),
+        pytest.param(
+            (
+                _attempt(1, EAST, _skip(CENTRAL, SkipClass.COOLDOWN)),
+                _attempt(2, CENTRAL),
+            ),
+            (),
+            id="tried-later",
+        ),
+        pytest.param(
+            (
+                _attempt(
+                    1,
+                    WEST,
+                    _skip(CENTRAL, SkipClass.COOLDOWN),
+                    _skip(EAST, SkipClass.QUOTA),
+                ),
+            ),
+            (0,),
+            id="a-refused-one-is-tried-a-cooling-one-is-owed",
+        ),
+        pytest.param(
+            (_attempt(1, WEST, _skip(EAST, SkipClass.COOLDOWN), _skip(EAST, SkipClass.QUOTA)),),
+            (),
+            id="reached-after-all",
+        ),
+    ],
+)
+def test_a_placement_passed_over_for_cooldown_stays_owed_until_tried(
+    attempts: tuple[Attempt, ...], owed: tuple[int, ...]
+) -> None:
+    assert untried_passed_over(CHAIN, attempts) == owed
+
+
+@pytest.mark.parametrize(
+    ("first", "attempts", "indices"),
+    [
+        pytest.param(0, (), (0, 1, 2), id="whole-chain"),
+        pytest.param(1, (), (1, 2), id="from-the-next"),
+        pytest.param(
+            2, (_attempt(1, EAST, _skip(CENTRAL, SkipClass.COOLDOWN)),), (0, 2), id="owed-first"
+        ),
+        pytest.param(
+            0, (_attempt(1, EAST, _skip(CENTRAL, SkipClass.COOLDOWN)),), (0, 1, 2), id="no-twice"
+        ),
+    ],
+)
+def test_a_walk_from_a_placement_includes_the_ones_owed_a_try(
+    first: int, attempts: tuple[Attempt, ...], indices: tuple[int, ...]
+) -> None:
+    assert walk_indices(CHAIN, first, attempts) == indices

@@ -31,6 +31,7 @@ from shared.config.model import (
     Template,
 )
 from shared.model.alerts import AlertReason
+from shared.model.runs import PlacementSkip
 from shared.policy.classify import Classification, classify_error
 from shared.policy.decisions import (
     Decision,
@@ -586,3 +587,37 @@ def test_quota_alert_of_the_new_kinds(placement: object, metric: str) -> None:
     assert f"raise the quota {metric} in region {the_run.attempts[0].region}" in (
         decision.alert.what_to_do
     )
+
+
+def test_a_stockout_on_the_last_placement_goes_back_to_one_passed_over_for_cooldown() -> None:
+    # The walk ran the last placement first because the first was cooling down (another run's
+    # stockout): when the last one stocks out too, the run tries the first, never tried by it,
+    # instead of calling the chain exhausted.
+    central, east = OnDemandPlacement(region="us-central1"), OnDemandPlacement(region="us-east4")
+    passed_over = PlacementSkip(placement_record(central), REGION, "cooldown", "cooling", NOW)
+    last = replace(attempt(1, east, STOCKOUT), skips=(passed_over,))
+
+    decision = decide(
+        run(last), template(chain=(central, east)), STOCKOUT, now=NOW, rng=random.Random(1)
+    )
+
+    assert decision.status is RunStatus.WAITING_RETRY
+    assert decision.retry == RetryPlan(NOW, 2, 0, "capacity")
+
+
+def test_the_chain_is_exhausted_once_the_placement_passed_over_was_tried() -> None:
+    central, east = OnDemandPlacement(region="us-central1"), OnDemandPlacement(region="us-east4")
+    passed_over = PlacementSkip(placement_record(central), REGION, "cooldown", "cooling", NOW)
+    first = replace(attempt(1, east, STOCKOUT), skips=(passed_over,))
+    second = attempt(2, central, STOCKOUT)
+
+    decision = decide(
+        run(first, second),
+        template(chain=(central, east)),
+        STOCKOUT,
+        now=NOW,
+        rng=random.Random(1),
+    )
+
+    assert decision.status is RunStatus.FAILED
+    assert decision.alert is not None and decision.alert.reason == AlertReason.NO_PLACEMENT

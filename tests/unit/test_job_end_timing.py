@@ -511,7 +511,7 @@ def test_the_job_state_function_decides_once_the_error_can_be_there(
     # A capacity end cools its placement down (FLEX_START, A100 machine, the config's region),
     # measured from the decision; no other end does.
     cooled = [(c.key, c.since) for c in ledger.cooldowns]
-    expected = [("flex_start|us-central1|a2-highgpu-1g", reads[-1][1])]
+    expected = [("flex_start|us-central1|a2-highgpu-1g+NVIDIA_TESLA_A100x1", reads[-1][1])]
     assert cooled == (expected if error_class == "capacity" else [])
 
 

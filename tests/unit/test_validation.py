@@ -397,20 +397,21 @@ RESOURCE_CASES = [
      ViolationKind.UNAVAILABLE),
     ("stopping", persistent_job(), _stopping(), Rule.RESOURCE_RUNNING,
      "jobSpec.persistentResourceId", ViolationKind.UNAVAILABLE),
-    # A mismatch is this resource's, not the template's fault: the next placement is tried.
+    # A mismatch is this resource's, not the template's fault: the next placement is tried, and
+    # this one can never take the job as written (unsuitable).
     ("other-network", persistent_job(), _on_network(), Rule.RESOURCE_NETWORK, "jobSpec.network",
-     ViolationKind.UNAVAILABLE),
+     ViolationKind.UNSUITABLE),
     ("other-cmek", persistent_job(), _encrypted(), Rule.RESOURCE_CMEK,
-     "encryptionSpec.kmsKeyName", ViolationKind.UNAVAILABLE),
+     "encryptionSpec.kmsKeyName", ViolationKind.UNSUITABLE),
     ("cmek-job-plain-resource", _encrypted_job(), seed_resource(), Rule.RESOURCE_CMEK,
-     "encryptionSpec.kmsKeyName", ViolationKind.UNAVAILABLE),
+     "encryptionSpec.kmsKeyName", ViolationKind.UNSUITABLE),
     ("other-machine", persistent_job(), _resource(machine_spec={"machine_type": "n1-standard-8"}),
-     Rule.RESOURCE_POOL_MATCH, POOL0, ViolationKind.UNAVAILABLE),
+     Rule.RESOURCE_POOL_MATCH, POOL0, ViolationKind.UNSUITABLE),
     ("other-disk", persistent_job(), _resource_with_disk(200), Rule.RESOURCE_POOL_MATCH, POOL0,
-     ViolationKind.UNAVAILABLE),
+     ViolationKind.UNSUITABLE),
     ("workers-exceed-pool", _persistent_job_with(1, workers=2), seed_resource(),
      Rule.RESOURCE_POOL_SIZE, "jobSpec.workerPoolSpecs[1].replicaCount",
-     ViolationKind.UNAVAILABLE),
+     ViolationKind.UNSUITABLE),
     ("pool-busy", persistent_job(), _resource(used_replica_count=2), Rule.RESOURCE_CAPACITY,
      f"{POOL0}.replicaCount", ViolationKind.UNAVAILABLE),
     ("workers-exceed-free", _persistent_job_with(1, workers=1), _resource(used_replica_count=1),
@@ -507,7 +508,7 @@ def test_every_rule_has_a_case() -> None:
     tested = {case[2] for case in FLEX_START_CASES} | {case[3] for case in RESOURCE_CASES}
     tested |= {Rule.GUARD_REGION, Rule.JOB_SPEC, Rule.MACHINE_ACCELERATOR}  # tests of their own
     tested |= {Rule.SPOT_GPU, Rule.ENCRYPTION_KEY}  # tests/unit/test_validation_kinds.py
-    tested |= {rule for case in RESERVATION_CASES for rule, _ in case[3]}
+    tested |= {expected[0] for case in RESERVATION_CASES for expected in case[3]}
     assert tested == set(Rule)
 
 
@@ -521,6 +522,8 @@ def _violation(kind: ViolationKind) -> Violation:
         ([], None),
         ([ViolationKind.UNAVAILABLE], ViolationKind.UNAVAILABLE),
         ([ViolationKind.UNAVAILABLE, ViolationKind.INVALID], ViolationKind.INVALID),
+        ([ViolationKind.UNAVAILABLE, ViolationKind.UNSUITABLE], ViolationKind.UNSUITABLE),
+        ([ViolationKind.UNSUITABLE, ViolationKind.INVALID], ViolationKind.INVALID),
     ],
 )
 def test_verdict(kinds: list[ViolationKind], expected: ViolationKind | None) -> None:

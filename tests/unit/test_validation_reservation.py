@@ -69,7 +69,10 @@ def _with_empty_second_pool() -> CustomJob:
     return job
 
 
-# (case id, job, reservation as read, expected [(rule, field)]): every violation is UNAVAILABLE.
+# (case id, job, reservation as read, expected [(rule, field, kind)]): a missing, not READY or
+# full reservation is unavailable (UNAV); one of another machine, or smaller than the job,
+# can never take it (UNSUIT).
+UNAV, UNSUIT = ViolationKind.UNAVAILABLE, ViolationKind.UNSUITABLE
 RESERVATION_CASES = [
     ("fits", reserved_job(), reservation(), []),
     ("fits exactly the free VMs", reserved_job(workers=2), reservation(), []),
@@ -82,30 +85,30 @@ RESERVATION_CASES = [
      reservation(machine_type="n1-standard-8", gpus=(ReservedGpu("nvidia-tesla-t4", 2),)), []),
     ("use not readable: capacity not judged", reserved_job(replicas=9),
      reservation(in_use_count=None), []),
-    ("missing", reserved_job(), None, [(Rule.RESERVATION_EXISTS, AFFINITY)]),
+    ("missing", reserved_job(), None, [(Rule.RESERVATION_EXISTS, AFFINITY, UNAV)]),
     ("still creating", reserved_job(), reservation(status="CREATING"),
-     [(Rule.RESERVATION_READY, AFFINITY)]),
+     [(Rule.RESERVATION_READY, AFFINITY, UNAV)]),
     ("other machine type", reserved_job("a2-highgpu-2g", "NVIDIA_TESLA_A100", 2), reservation(),
-     [(Rule.RESERVATION_MACHINE, f"{POOL0}.machineSpec")]),
+     [(Rule.RESERVATION_MACHINE, f"{POOL0}.machineSpec", UNSUIT)]),
     ("other GPU", reserved_job("a3-highgpu-1g", "NVIDIA_H100_80GB", 1),
      reservation(machine_type="a3-highgpu-1g", gpus=(ReservedGpu("nvidia-h100-80gb", 2),)),
-     [(Rule.RESERVATION_MACHINE, f"{POOL0}.machineSpec")]),
+     [(Rule.RESERVATION_MACHINE, f"{POOL0}.machineSpec", UNSUIT)]),
     ("attached GPU count differs", reserved_job("n1-standard-8", "NVIDIA_TESLA_T4", 1),
      reservation(machine_type="n1-standard-8", gpus=(ReservedGpu("nvidia-tesla-t4", 2),)),
-     [(Rule.RESERVATION_MACHINE, f"{POOL0}.machineSpec")]),
+     [(Rule.RESERVATION_MACHINE, f"{POOL0}.machineSpec", UNSUIT)]),
     ("GPUs on a CPU reservation", reserved_job("n1-standard-8", "NVIDIA_TESLA_T4", 1),
      reservation(machine_type="n1-standard-8", gpus=()),
-     [(Rule.RESERVATION_MACHINE, f"{POOL0}.machineSpec")]),
+     [(Rule.RESERVATION_MACHINE, f"{POOL0}.machineSpec", UNSUIT)]),
     ("not enough free VMs", reserved_job(workers=3), reservation(),
-     [(Rule.RESERVATION_CAPACITY, f"{POOL1}.replicaCount")]),
+     [(Rule.RESERVATION_CAPACITY, f"{POOL1}.replicaCount", UNAV)]),
     ("all in use", reserved_job(), reservation(in_use_count=4),
-     [(Rule.RESERVATION_CAPACITY, f"{POOL0}.replicaCount")]),
+     [(Rule.RESERVATION_CAPACITY, f"{POOL0}.replicaCount", UNAV)]),
     ("larger than the reservation", reserved_job(workers=4), reservation(in_use_count=0),
-     [(Rule.RESERVATION_CAPACITY, f"{POOL1}.replicaCount")]),
+     [(Rule.RESERVATION_CAPACITY, f"{POOL1}.replicaCount", UNSUIT)]),
     ("wrong machine and full: both said", reserved_job("a2-highgpu-2g", "NVIDIA_TESLA_A100", 2),
      reservation(in_use_count=4),
-     [(Rule.RESERVATION_MACHINE, f"{POOL0}.machineSpec"),
-      (Rule.RESERVATION_CAPACITY, f"{POOL0}.replicaCount")]),
+     [(Rule.RESERVATION_MACHINE, f"{POOL0}.machineSpec", UNSUIT),
+      (Rule.RESERVATION_CAPACITY, f"{POOL0}.replicaCount", UNAV)]),
 ]  # fmt: skip
 
 
@@ -114,12 +117,11 @@ RESERVATION_CASES = [
     [pytest.param(*case[1:], id=case[0]) for case in RESERVATION_CASES],
 )
 def test_reservation_rules(
-    job: CustomJob, found: Reservation | None, expected: list[tuple[Rule, str]]
+    job: CustomJob, found: Reservation | None, expected: list[tuple[Rule, str, ViolationKind]]
 ) -> None:
     violations = check_reservation(job, PLACEMENT, found)
 
-    assert [(v.rule, v.field) for v in violations] == expected, violations
-    assert {v.kind for v in violations} <= {ViolationKind.UNAVAILABLE}
+    assert [(v.rule, v.field, v.kind) for v in violations] == expected, violations
 
 
 # (case id, reservation, what the message must say)

@@ -148,22 +148,19 @@ def test_a_flex_start_job_asking_for_a_t4_is_refused_with_the_service_message(
         ("UNKNOWN", "Unknown error.", vertex.OutcomeUnknown),
         ("ABORTED", "The operation was aborted.", BackendUnavailable),
         ("INVALID_ARGUMENT", "List of found errors: 1.Field: x", vertex.VertexRejected),
-        # Refusals of the placement, not the job: submission moves on along the chain.
-        (
-            "FAILED_PRECONDITION",
-            "The persistent resource is not running.",
-            vertex.PersistentResourceRefused,
-        ),
+        # A refusal of the placement, not the job: submission moves on along the chain.
         (
             "INVALID_ARGUMENT",
             "Accelerator type NVIDIA_H100_80GB is not supported in location us-west1.",
             vertex.AcceleratorNotOffered,
         ),
+        # This job names no persistent resource: a message that mentions one is the job's own
+        # refusal, never a silent move along the chain.
         (
-            "INVALID_ARGUMENT",
+            "FAILED_PRECONDITION",
             "Persistent resource projects/p/locations/us-central1/persistentResources/a100-pool "
-            "has encryption key k1; the job asks for k2",
-            vertex.PersistentResourceRefused,
+            "is in state STOPPING; it must be RUNNING to run jobs.",
+            vertex.VertexRejected,
         ),
         ("PERMISSION_DENIED", "Permission denied on resource.", vertex.VertexPermissionDenied),
         (
@@ -197,6 +194,79 @@ def test_create_errors_map_onto_the_error_tree(
     # Never retried: exactly one create reached the service, and it created nothing.
     assert len(vertex_admin.requests("CreateCustomJob")) == 1
     assert vertex.find_jobs_by_label(PARENT, RUN_LABEL, "r-gggggggggggggggggggggggg") == []
+
+
+RESOURCE = f"{PARENT}/persistentResources/a100-pool"
+
+
+@pytest.mark.parametrize(
+    ("code", "message", "expected_error"),
+    [
+        (
+            "FAILED_PRECONDITION",
+            f"Persistent resource {RESOURCE} is in state STOPPING; it must be RUNNING to run jobs.",
+            vertex.PersistentResourceRefused,
+        ),
+        (
+            "INVALID_ARGUMENT",
+            "List of found errors:\t1.Field: custom_job.job_spec.persistent_resource_id; "
+            f"Message: Persistent resource {RESOURCE} does not exist.\t",
+            vertex.PersistentResourceRefused,
+        ),
+        (
+            "INVALID_ARGUMENT",
+            "List of found errors:\t1.Field: custom_job.job_spec.worker_pool_specs[0]; Message: "
+            f"No resource pool of persistent resource {RESOURCE} matches machine_spec and "
+            "disk_spec exactly (machine_type=a2-highgpu-1g, ...).\t",
+            vertex.PersistentResourceMismatch,
+        ),
+        (
+            "INVALID_ARGUMENT",
+            "List of found errors:\t1.Field: custom_job.job_spec.worker_pool_specs[0]."
+            "replica_count; Message: Requested 4 replicas of resource pool a100, which has at "
+            "most 2.\t",
+            vertex.PersistentResourceMismatch,
+        ),
+        (
+            "INVALID_ARGUMENT",
+            "The CustomJob's encryption_spec.kms_key_name (not set) must be the same as the "
+            f"encryption_spec.kms_key_name of persistent resource {RESOURCE} (projects/p/"
+            "locations/us-central1/keyRings/r/cryptoKeys/k).",
+            vertex.PersistentResourceMismatch,
+        ),
+        # The job's own refusals, though they name the persistent resource: rejected as they
+        # are, never read as the resource's.
+        (
+            "INVALID_ARGUMENT",
+            "A reservation affinity cannot be combined with job_spec.persistent_resource_id.",
+            vertex.VertexRejected,
+        ),
+        (
+            "INVALID_ARGUMENT",
+            f"Invalid value at 'image_uri' (job on {RESOURCE}): image not found.",
+            vertex.VertexRejected,
+        ),
+    ],
+)
+def test_a_refusal_is_the_persistent_resources_only_as_the_service_words_its_rules(
+    vertex_transport: str,
+    vertex_admin: VertexAdmin,
+    code: str,
+    message: str,
+    expected_error: type[Exception],
+) -> None:
+    vertex_admin.add_fault(method="CreateCustomJob", code=code, message=message, count=1)
+    job = seed_page_job("r-kkkkkkkkkkkkkkkkkkkkkkkk")
+    job.job_spec.persistent_resource_id = "a100-pool"
+    job.job_spec.scheduling = aiplatform_v1.Scheduling()
+
+    with pytest.raises(expected_error) as raised:
+        vertex.create_custom_job(PARENT, job)
+
+    refused = raised.value
+    assert type(refused) is expected_error
+    if isinstance(refused, vertex.PlacementRefused):  # a mismatch lasts, a stopped resource not
+        assert refused.lasting is (expected_error is vertex.PersistentResourceMismatch)
 
 
 def test_permission_denied_names_the_role_to_grant(
