@@ -55,7 +55,7 @@ QUOTA_MESSAGE = (
 NOT_OFFERED_MESSAGE = "Accelerator type NVIDIA_TESLA_A100 is not supported in location us-central1."
 CENTRAL_FLEX = {"flex_start": {"max_wait": "3600s"}}
 EAST_FLEX = {"flex_start": {"max_wait": "7200s", "region": "us-east4"}}
-CENTRAL_KEY = "flex_start|us-central1|a2-highgpu-1g"
+CENTRAL_KEY = "flex_start|us-central1|a2-highgpu-1g+NVIDIA_TESLA_A100x1"
 
 
 class Clock:
@@ -279,7 +279,7 @@ def test_a_refusal_not_retried_after_one_that_was_fails_with_one_alert_listing_b
     assert (attempt.placement, attempt.state) == (EAST_FLEX, "CREATE_FAILED")
     assert [(s.region, s.skip_class) for s in attempt.skips] == [
         ("us-central1", "quota"),
-        ("us-east4", "capacity"),
+        ("us-east4", "unsuitable"),
     ]
     (alert,) = alerts_of(alerts, the_run_id)
     assert alert["reason"] == AlertReason.NO_PLACEMENT
@@ -366,7 +366,7 @@ def test_a_gpu_not_offered_moves_on_and_cools_the_placement_down_for_the_next_ru
         ("OK", "us-east4"),
     ]
     (attempt,) = run_of(chain_services, first).attempts
-    assert [(s.region, s.skip_class) for s in attempt.skips] == [("us-central1", "capacity")]
+    assert [(s.region, s.skip_class) for s in attempt.skips] == [("us-central1", "unsuitable")]
     cooldowns = chain_services.ledger.placement_cooldowns()
     assert list(cooldowns) == [CENTRAL_KEY]
     assert cooldowns[CENTRAL_KEY].until == clock() + timedelta(minutes=30)
