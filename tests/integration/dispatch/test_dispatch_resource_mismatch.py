@@ -1,7 +1,10 @@
 """A persistent resource that can never take the job (another CMEK key, another network, no pool
 of the job's machine) is one placement that cannot take it, not a bad template: dispatch moves on
-to the next placement of the chain, exactly as for a full or stopped resource, and nothing is
-rejected or alerted. Through on_request, against the Vertex AI emulator's persistent resource.
+to the next placement of the chain, as for a full or stopped resource, recording an `unsuitable`
+skip, and nothing is rejected or alerted. When it is the only placement, no wait can help: the run
+is rejected at once with one alert; when another placement may take the job later, the run waits
+for it and the unsuitable one is alerted once. Through on_request, against the Vertex AI
+emulator's persistent resource.
 """
 
 from __future__ import annotations
@@ -77,4 +80,57 @@ def test_a_mismatched_persistent_resource_moves_to_the_next_placement(
     assert run.status is RunStatus.SUBMITTED
     [attempt] = run.attempts
     assert attempt.placement == {"flex_start": {"max_wait": "7200s"}}
+    [skip] = attempt.skips
+    assert (skip.placement, skip.skip_class) == ({"persistent_resource": "a100-pool"}, "unsuitable")
     assert alerts.pull() == []
+
+
+CMEK_RESOURCE = _with(encryptionSpec={"kmsKeyName": KMS_KEY})
+
+
+def test_a_run_whose_only_placement_can_never_take_it_is_rejected_at_once(
+    functions: FunctionUrls,
+    vertex: VertexAdmin,
+    ledger: Ledger,
+    alerts: AlertsReader,
+    fresh_name: Callable[[str], str],
+) -> None:
+    vertex.put_persistent_resource(CMEK_RESOURCE)
+    request = job_request(fresh_name("request"), "pool-only", {"dataset_uri": DATASET})
+
+    assert deliver_push(functions.request, request) == 200
+
+    the_run_id = run_id(request_run_key(request.message_id, None))
+    assert vertex.created_jobs(the_run_id) == []
+    run = ledger.get_run(the_run_id).run
+    assert run.status is RunStatus.REJECTED
+    assert run.next_retry is None
+    [alert] = alerts.pull()
+    assert alert["attributes"]["reason"] == "invalid_spec"
+    assert "can ever take the job" in alert["body"]["message"]
+    assert KMS_KEY in alert["body"]["message"]  # what would make the resource take it
+
+
+def test_a_run_waiting_for_one_placement_is_told_at_once_of_one_that_never_fits(
+    functions: FunctionUrls,
+    vertex: VertexAdmin,
+    ledger: Ledger,
+    alerts: AlertsReader,
+    fresh_name: Callable[[str], str],
+) -> None:
+    vertex.put_persistent_resource(CMEK_RESOURCE)  # a100-pool never fits; spare-pool is missing
+    request = job_request(fresh_name("request"), "two-pools", {"dataset_uri": DATASET})
+
+    assert deliver_push(functions.request, request) == 200
+    assert deliver_push(functions.request, request) == 200  # a redelivery: no second alert
+
+    the_run_id = run_id(request_run_key(request.message_id, None))
+    assert vertex.created_jobs(the_run_id) == []
+    run = ledger.get_run(the_run_id).run
+    assert run.status is RunStatus.WAITING_RETRY
+    assert [s.skip_class for s in run.no_placement_skips] == ["unsuitable", "unavailable"]
+    [alert] = alerts.pull()
+    assert alert["attributes"]["reason"] == "no_placement"
+    assert "a100-pool" in alert["body"]["message"]
+    assert "spare-pool" not in alert["body"]["message"]
+    assert "no_placement@unsuitable" in run.alerts
