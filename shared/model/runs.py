@@ -72,7 +72,9 @@ MAX_ATTEMPT_SKIPS = 16
 """An attempt records at most this many skips (the latest): a chain is a handful of placements,
 and a retried walk replaces its attempt's record, so the bound only guards the document's size."""
 SKIP_REASON_CHARS = 300
-"""A skip's reason is cut to this many characters: a service message may quote a whole spec."""
+"""A skip's reason is cut to this many characters: a service message may quote a whole spec. The
+cut is in the middle (``cut_middle``): a rule's message names the field first and says what to
+change last (a CMEK mismatch ends with the resource's key), and both must survive."""
 
 
 class LedgerConflict(TransientError):
@@ -150,7 +152,16 @@ class PlacementSkip:
 
     def __post_init__(self) -> None:
         if len(self.reason) > SKIP_REASON_CHARS:
-            object.__setattr__(self, "reason", self.reason[: SKIP_REASON_CHARS - 1] + "…")
+            object.__setattr__(self, "reason", cut_middle(self.reason, SKIP_REASON_CHARS))
+
+
+def cut_middle(text: str, limit: int) -> str:
+    """``text`` in at most ``limit`` characters: its start and its end, joined by "…"."""
+    if len(text) <= limit:
+        return text
+    head = limit // 2
+    tail = limit - 1 - head
+    return text[:head] + "…" + (text[-tail:] if tail else "")
 
 
 @dataclass(frozen=True)
