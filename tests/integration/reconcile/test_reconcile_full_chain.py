@@ -1,5 +1,6 @@
 """The whole placement chain on the emulators: every kind refuses or stocks out in turn, and the
-run ends in exactly one successful job on the last; a CMEK mismatch moves on.
+run ends in exactly one successful job on the last; a reservation that stocks out at run time
+cools down; a CMEK mismatch moves on.
 
 Dispatch, the job-state function and the reconciler run in this process (the reconcile world:
 the emulator's clock is the only clock). The chain (configs/fullchain.yaml, ``every-kind``) is a
@@ -9,14 +10,16 @@ pool's one replica, so the live rules (Compute Engine's reservations.get, GetPer
 pass them over in the first delivery. The Spot job is preempted (or stocks out), and the
 FLEX_START wait expires with no A100s left in us-central1; each end is capacity, so the chain
 moves on. One end is read from a hint (on_job_event), the other by a reconcile tick (no event),
-and the retries are the messages the functions published. Assertions read state only: the
+and the retries are the messages the functions published, each delivered twice (at least once). Assertions read state only: the
 ledger (attempts, skips, cooldowns), the emulator's jobs and request log, the alerts topic.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -132,10 +135,13 @@ def _hint(job_name: str) -> Message:
 
 
 def _deliver_due_retry(world: World, run_id: str) -> None:
-    """The retry the functions published for the run (at the decision, or by a tick), dispatched."""
+    """The retry the functions published for the run (at the decision, or by a tick), dispatched
+    twice, as an at-least-once delivery may: one job."""
     world.reconcile()
-    [retried] = world.deliver_retries(of_run(world.retries.pull(), run_id))
+    [message] = of_run(world.retries.pull(), run_id)
+    retried, again = world.deliver_retries([message, message])
     assert retried.outcome is DispatchOutcome.SUBMITTED, retried
+    assert again.outcome is DispatchOutcome.DUPLICATE, again
 
 
 def _run_jobs(run_id: str) -> list[CustomJob]:
@@ -181,8 +187,9 @@ def test_every_placement_kind_refuses_in_turn_and_the_last_runs_exactly_one_job(
     # Spot ends for capacity; its end comes as a hint to on_job_event.
     world.vertex.advance(PROVISIONING + PREEMPT_AFTER + 30)
     assert vertex.get_custom_job(spot.job_name or "").state.name == "JOB_STATE_FAILED"
-    [decided] = world.deliver_hints([_hint(spot.job_name or "")])
-    assert decided.outcome is JobStateOutcome.DECIDED
+    hint = _hint(spot.job_name or "")
+    decided, again = world.deliver_hints([hint, hint])
+    assert (decided.outcome, again.outcome) == (JobStateOutcome.DECIDED, JobStateOutcome.DROPPED)
     waiting = world.run(started.run_id)
     assert waiting.status is RunStatus.WAITING_RETRY
     spot_error = waiting.attempts[0].error
@@ -295,3 +302,81 @@ def test_a_persistent_resource_with_another_cmek_key_moves_on_to_the_next_placem
     assert of_run(world.alerts.pull(), started.run_id) == []
     # A mismatch is no capacity failure: the resource does not cool down.
     assert world.services.ledger.placement_cooldowns() == {}
+
+
+def test_a_reservation_that_fills_after_its_read_stocks_out_cools_down_and_is_passed_over(
+    chained: World,
+) -> None:
+    # The reservation has a free VM when the first run reads it, and none when its job is made
+    # (its create answers late; meanwhile the reservation shrinks): a runtime stockout of the
+    # reservation, which is capacity, like a Spot or FLEX_START one. No persistent resource.
+    world = chained
+    world.vertex.call(
+        "PUT",
+        "reservations",
+        {
+            "name": RESERVATION,
+            "machine_type": "a2-highgpu-1g",
+            "accelerator_type": A100,
+            "accelerator_count": 1,
+            "count": 1,
+        },
+    )
+    world.vertex.call(
+        "POST", "faults", {"method": "CreateCustomJob", "latency_ms": 3000, "count": 1}
+    )
+    with ThreadPoolExecutor(1) as pool:
+        dispatching = pool.submit(world.request_run, "every-kind")
+        _wait_for(lambda: world.vertex.requests("GetReservation") != [])
+        world.vertex.call("PUT", "reservations", {"name": RESERVATION, "count": 0})
+        first = dispatching.result()
+
+    assert first.outcome is DispatchOutcome.SUBMITTED
+    [on_reservation] = world.run(first.run_id).attempts
+    assert (on_reservation.placement, on_reservation.skips) == (RESERVATION_RECORD, ())
+    world.vertex.advance(PROVISIONING + 30)
+    assert world.reconcile().decisions_made == 1
+    failed = world.run(first.run_id).attempts[0]
+    assert failed.error is not None and failed.error["class"] == "capacity"
+    assert "Reservation" in failed.error["message"]
+    assert "insufficient capacity" in failed.error["message"]
+    cooling = world.services.ledger.placement_cooldowns()
+    key = f"reservation|{REGION}|{RESERVATION}"
+    assert list(cooling) == [key]
+    assert cooling[key].run_id == first.run_id
+
+    # The retry goes on from the next placement: no persistent resource, so Spot.
+    _deliver_due_retry(world, first.run_id)
+    spot = world.run(first.run_id).attempts[1]
+    assert (spot.placement, [(s.placement, s.skip_class) for s in spot.skips]) == (
+        SPOT_RECORD,
+        [(POOL_RECORD, "unavailable")],
+    )
+
+    # The reservation has room again, but it cools down: a new run tries the others first and
+    # records it as passed over, without reading it.
+    world.vertex.call("PUT", "reservations", {"name": RESERVATION, "count": 1})
+    second = world.request_run("every-kind")
+    [attempt] = world.run(second.run_id).attempts
+    assert attempt.placement == SPOT_RECORD
+    assert [(s.placement, s.skip_class) for s in attempt.skips] == [
+        (RESERVATION_RECORD, "cooldown"),
+        (POOL_RECORD, "unavailable"),
+    ]
+    assert len(world.vertex.requests("GetReservation")) == 1  # the first run's read only
+
+    world.vertex.advance(PROVISIONING + RUNS + 60)
+    world.reconcile()
+    alerts = world.alerts.pull()
+    for run_id in (first.run_id, second.run_id):
+        assert world.run(run_id).status is RunStatus.SUCCEEDED
+        states = [job.state.name for job in _run_jobs(run_id)]
+        assert states.count("JOB_STATE_SUCCEEDED") == 1
+        assert of_run(alerts, run_id) == []
+
+
+def _wait_for(condition: Callable[[], bool], seconds: float = 30.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "the condition never held"
+        time.sleep(0.05)
