@@ -71,10 +71,12 @@ CREATE_FAILED_STATE = "CREATE_FAILED"
 MAX_ATTEMPT_SKIPS = 16
 """An attempt records at most this many skips (the latest): a chain is a handful of placements,
 and a retried walk replaces its attempt's record, so the bound only guards the document's size."""
-SKIP_REASON_CHARS = 300
-"""A skip's reason is cut to this many characters: a service message may quote a whole spec. The
-cut is in the middle (``cut_middle``): a rule's message names the field first and says what to
-change last (a CMEK mismatch ends with the resource's key), and both must survive."""
+SKIP_REASON_CHARS = 600
+"""A skip's reason is cut to this many characters: a service message may quote a whole spec. Our
+own reasons fit (a quota refusal with its metric and what to do is about 300 characters, a CMEK
+mismatch naming both keys and the resource about 500). A longer one is cut in its middle
+(``cut_middle``): a reason says what refused first and what to change last, and both must
+survive."""
 
 
 class LedgerConflict(TransientError):

@@ -80,7 +80,7 @@ def test_cut_middle_keeps_the_start_and_the_end(text: str, limit: int, cut: str)
     assert len(cut) <= limit
 
 
-def test_a_long_rule_message_keeps_the_field_it_names_and_the_fix_it_ends_with() -> None:
+def test_a_cmek_mismatch_is_recorded_whole_and_a_longer_reason_keeps_both_ends() -> None:
     # A CMEK mismatch names the job's key first and ends with the resource's key to set.
     job_key = "projects/acme-ml/locations/us-central1/keyRings/ml/cryptoKeys/train-key"
     pool_key = job_key.replace("train-key", "pool-key")
@@ -90,8 +90,12 @@ def test_a_long_rule_message_keeps_the_field_it_names_and_the_fix_it_ends_with()
         f"{pool_key!r}; the next placement is tried (to run here, set the template's "
         f"encryption_key to {pool_key!r})"
     )
-    skip = PlacementSkip(CENTRAL, "us-central1", "unavailable", reason, NOW)
-    assert len(reason) > SKIP_REASON_CHARS >= len(skip.reason)
+    assert PlacementSkip(CENTRAL, "us-central1", "unavailable", reason, NOW).reason == reason
+    quoted = reason.replace(
+        "; the next", f"; the service said: {'x' * SKIP_REASON_CHARS}; the next"
+    )
+    skip = PlacementSkip(CENTRAL, "us-central1", "unavailable", quoted, NOW)
+    assert len(skip.reason) == SKIP_REASON_CHARS
     assert skip.reason.startswith(f"encryptionSpec.kmsKeyName: the job's CMEK key {job_key!r}")
     assert skip.reason.endswith(f"encryption_key to {pool_key!r})")
 

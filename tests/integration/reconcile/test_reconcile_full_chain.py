@@ -10,8 +10,9 @@ pool's one replica, so the live rules (Compute Engine's reservations.get, GetPer
 pass them over in the first delivery. The Spot job is preempted (or stocks out), and the
 FLEX_START wait expires with no A100s left in us-central1; each end is capacity, so the chain
 moves on. One end is read from a hint (on_job_event), the other by a reconcile tick (no event),
-and the retries are the messages the functions published, each delivered twice (at least once). Assertions read state only: the
-ledger (attempts, skips, cooldowns), the emulator's jobs and request log, the alerts topic.
+and the retries are the messages the functions published, each delivered twice (at least once).
+Assertions read state only: the ledger (attempts, skips, cooldowns), the emulator's jobs and
+request log, the alerts topic.
 """
 
 from __future__ import annotations
