@@ -324,7 +324,7 @@ def test_a_reservation_that_fills_after_its_read_stocks_out_cools_down_and_is_pa
         },
     )
     world.vertex.call(
-        "POST", "faults", {"method": "CreateCustomJob", "latency_ms": 3000, "count": 1}
+        "POST", "faults", {"method": "CreateCustomJob", "latency_ms": 5000, "count": 1}
     )
     with ThreadPoolExecutor(1) as pool:
         dispatching = pool.submit(world.request_run, "every-kind")
