@@ -71,8 +71,12 @@ CREATE_FAILED_STATE = "CREATE_FAILED"
 MAX_ATTEMPT_SKIPS = 16
 """An attempt records at most this many skips (the latest): a chain is a handful of placements,
 and a retried walk replaces its attempt's record, so the bound only guards the document's size."""
-SKIP_REASON_CHARS = 300
-"""A skip's reason is cut to this many characters: a service message may quote a whole spec."""
+SKIP_REASON_CHARS = 600
+"""A skip's reason is cut to this many characters: a service message may quote a whole spec. Our
+own reasons fit (a quota refusal with its metric and what to do is about 300 characters, a CMEK
+mismatch naming both keys and the resource about 500). A longer one is cut in its middle
+(``cut_middle``): a reason says what refused first and what to change last, and both must
+survive."""
 
 
 class LedgerConflict(TransientError):
@@ -154,7 +158,16 @@ class PlacementSkip:
 
     def __post_init__(self) -> None:
         if len(self.reason) > SKIP_REASON_CHARS:
-            object.__setattr__(self, "reason", self.reason[: SKIP_REASON_CHARS - 1] + "…")
+            object.__setattr__(self, "reason", cut_middle(self.reason, SKIP_REASON_CHARS))
+
+
+def cut_middle(text: str, limit: int) -> str:
+    """``text`` in at most ``limit`` characters: its start and its end, joined by "…"."""
+    if len(text) <= limit:
+        return text
+    head = limit // 2
+    tail = limit - 1 - head
+    return text[:head] + "…" + (text[-tail:] if tail else "")
 
 
 @dataclass(frozen=True)

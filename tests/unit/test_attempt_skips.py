@@ -17,6 +17,7 @@ from shared.model.runs import (
     RetryPlan,
     RunStatus,
     SkipClass,
+    cut_middle,
     run_from_document,
     run_to_document,
     with_claimed_attempt,
@@ -62,6 +63,41 @@ def test_skips_are_bounded_to_the_latest_and_their_reasons_cut() -> None:
     assert attempt.skips[-1].reason == f"refused {MAX_ATTEMPT_SKIPS + 4}"
     long = PlacementSkip(CENTRAL, "us-central1", "capacity", "x" * 5000, NOW)
     assert len(long.reason) == SKIP_REASON_CHARS
+
+
+@pytest.mark.parametrize(
+    ("text", "limit", "cut"),
+    [
+        ("short", 10, "short"),
+        ("exactly10!", 10, "exactly10!"),
+        ("abcdefghijk", 10, "abcde…hijk"),
+        ("abcdefghijk", 2, "a…"),
+        ("abcdefghijk", 1, "…"),
+    ],
+)
+def test_cut_middle_keeps_the_start_and_the_end(text: str, limit: int, cut: str) -> None:
+    assert cut_middle(text, limit) == cut
+    assert len(cut) <= limit
+
+
+def test_a_cmek_mismatch_is_recorded_whole_and_a_longer_reason_keeps_both_ends() -> None:
+    # A CMEK mismatch names the job's key first and ends with the resource's key to set.
+    job_key = "projects/acme-ml/locations/us-central1/keyRings/ml/cryptoKeys/train-key"
+    pool_key = job_key.replace("train-key", "pool-key")
+    reason = (
+        f"encryptionSpec.kmsKeyName: the job's CMEK key {job_key!r} differs from persistent "
+        f"resource projects/acme-ml/locations/us-central1/persistentResources/a100-pool's "
+        f"{pool_key!r}; the next placement is tried (to run here, set the template's "
+        f"encryption_key to {pool_key!r})"
+    )
+    assert PlacementSkip(CENTRAL, "us-central1", "unavailable", reason, NOW).reason == reason
+    quoted = reason.replace(
+        "; the next", f"; the service said: {'x' * SKIP_REASON_CHARS}; the next"
+    )
+    skip = PlacementSkip(CENTRAL, "us-central1", "unavailable", quoted, NOW)
+    assert len(skip.reason) == SKIP_REASON_CHARS
+    assert skip.reason.startswith(f"encryptionSpec.kmsKeyName: the job's CMEK key {job_key!r}")
+    assert skip.reason.endswith(f"encryption_key to {pool_key!r})")
 
 
 def test_moving_an_intent_to_the_next_placement_replaces_it_with_its_skips() -> None:
