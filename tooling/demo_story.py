@@ -13,7 +13,11 @@ ledger:
 4. a FLEX_START wait expires: the run is resubmitted to the next placement (another region);
 5. a job fails in user code: retried per policy, then alerted;
 6. an invalid request is rejected with its reasons and alerted; nothing is created;
-7. the config's scheduled retrain fires (the Scheduler stand-in).
+7. the config's scheduled retrain fires (the Scheduler stand-in);
+8. the reservation is full, Spot is preempted, the run lands elsewhere: a first request takes the
+   Compute Engine reservation's only VM; the next one's walk skips the full reservation (a live
+   rule), its Spot job is preempted (a capacity end, so the Spot placement cools down), and the
+   run succeeds on demand in us-east4.
 
 Then a summary. The checks look at the ledger, the topics and the Vertex AI request log.
 
@@ -29,8 +33,9 @@ import json
 import signal
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Final
@@ -47,6 +52,8 @@ BUCKET = "demo-datasets"
 SHARDS = 50
 REQUEST_ATTRIBUTES = {"kind": "train"}
 WAIT_SECONDS = 30.0  # per chapter, real time
+# The Compute Engine reservation of chapter 8 (deploy/local/demo/*.yaml): ONE A100 80GB VM.
+RESERVATION = "projects/local-project/zones/us-central1-a/reservations/a100-80gb"
 STOP_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
@@ -168,6 +175,7 @@ class Story:
             self.user_code_fails,
             self.invalid_request,
             self.scheduled_retrain,
+            self.reservation_full_spot_preempted,
         ):
             try:
                 chapter()
@@ -299,10 +307,40 @@ class Story:
     def scheduled_retrain(self) -> None:
         self.chapter("7. the config's schedule nightly-retrain fires (Cloud Scheduler stand-in)")
         self.stack.scheduler.fire("nightly-retrain")
-        run = self.follow(
-            lambda r: r.run_key.startswith("schedule:nightly-retrain@"), _has_state("QUEUED")
+        # Done once the job exists, whatever its state: with A100s free in us-central1 (chapter 1
+        # added them) the job may be PENDING before the ledger is read, and waiting for QUEUED
+        # then cost the chapter its whole WAIT_SECONDS.
+        run = self.follow(lambda r: r.run_key.startswith("schedule:nightly-retrain@"), _has_job)
+        self.results.append(("scheduled retrain -> a run and its job", _has_job(run)))
+
+    def reservation_full_spot_preempted(self) -> None:
+        from shared.policy.records import placement_kind
+
+        self.chapter("8. the reservation is full, Spot is preempted, the run lands elsewhere")
+        first = self.publish_request("bert-reserved", "gs://demo-datasets/bert/a/")
+        holder_run = self.follow(_by_message(first), _status("RUNNING"))
+        holder = self.seen_job(holder_run.attempts[-1].job_name if holder_run.attempts else None)
+        if holder is not None:
+            self.say(f"its job is {holder.state} on reservation {holder.reservation} (one VM)")
+        message_id = self.publish_request("bert-reserved", "gs://demo-datasets/bert/b/")
+        run = self.follow(_by_message(message_id), _status(*_ENDED))
+        for attempt in run.attempts:
+            for skip in attempt.skips:
+                kind, why = placement_kind(skip.placement), skip.skip_class
+                self.say(f"  attempt #{attempt.number} skipped the {kind} ({why}): {skip.reason}")
+            if attempt.error:
+                self.say(f"  attempt #{attempt.number} ended: {attempt.error.get('message')}")
+        jobs = [self.seen_job(attempt.job_name) for attempt in run.attempts]
+        creates = [job for job in self.vertex.created_jobs() if _run_label(job) == run.run_id]
+        for cooldown in self.ledger.placement_cooldowns().values():
+            if cooldown.run_id == run.run_id:
+                self.say(
+                    f"{cooldown.kind} in {cooldown.region} ({cooldown.machine}) cools down until "
+                    f"{cooldown.until:%H:%M:%S}: new runs try it after the others"
+                )
+        self.results.append(
+            placement_summary(run, holder, [job for job in jobs if job], len(creates))
         )
-        self.results.append(("scheduled retrain -> a run and its job", bool(run.attempts)))
 
     # --- helpers -----------------------------------------------------------------------------
 
@@ -334,6 +372,10 @@ class Story:
             raise TimeoutError(f"no run appeared in the ledger within {WAIT_SECONDS:g} s")
         self.say(f"  (still {run.status.value} after {WAIT_SECONDS:g} s)")
         return run
+
+    def seen_job(self, name: str | None) -> SeenJob | None:
+        """The job ``name`` as the Vertex AI emulator holds it now; None without a name."""
+        return seen_job(self.vertex.job(name)) if name else None
 
     def wait_for_message(self, reader: TopicReader, run_id: str) -> dict[str, Any] | None:
         deadline = time.monotonic() + 10
@@ -377,6 +419,115 @@ def dataset_summary(
     return " -> ".join(steps)
 
 
+_ENDED: Final = ("SUCCEEDED", "FAILED", "REJECTED", "CANCELLED")
+_STRATEGIES: Final = {3: "STANDARD", 4: "SPOT", 6: "FLEX_START"}  # the enum's numbers we name
+_RESERVATION_KEY: Final = "compute.googleapis.com/reservation-name"
+_KINDS: Final = {"SPOT": "Spot", "STANDARD": "on demand", "": "on demand"}  # by strategy
+_ENDS: Final = {"SUCCEEDED": "succeeds", "FAILED": "fails", "CANCELLED": "cancelled"}
+
+
+@dataclass(frozen=True)
+class SeenJob:
+    """One job as the Vertex AI emulator holds it (its REST JSON), reduced to what the demo
+    checks: where it ran and how it ended."""
+
+    region: str
+    strategy: str  # scheduling.strategy's name; "" when unset
+    reservation: str | None  # the reservation its pools name (SPECIFIC_RESERVATION), else None
+    state: str  # without the JOB_STATE_ prefix
+    error: str  # its error's message; "" when none
+
+
+def seen_job(job: Mapping[str, Any]) -> SeenJob:
+    """``job`` (a CustomJob's REST JSON) as a ``SeenJob``."""
+    spec: Mapping[str, Any] = job.get("jobSpec", {})
+    strategy = spec.get("scheduling", {}).get("strategy", "")
+    affinities = [
+        pool.get("machineSpec", {}).get("reservationAffinity", {})
+        for pool in spec.get("workerPoolSpecs", [])
+    ]
+    reservations = {
+        value
+        for affinity in affinities
+        if affinity.get("key") == _RESERVATION_KEY
+        for value in affinity.get("values", [])
+    }
+    name: str = job.get("name", "")
+    parts = name.split("/")
+    return SeenJob(
+        region=parts[3] if len(parts) > 3 and parts[2] == "locations" else "",
+        strategy=_strategy_name(strategy),
+        reservation=min(reservations) if reservations else None,
+        state=str(job.get("state", "")).removeprefix("JOB_STATE_"),
+        error=str(job.get("error", {}).get("message", "")),
+    )
+
+
+def _strategy_name(strategy: object) -> str:
+    """A ``scheduling.strategy`` as its name: REST JSON gives the name, a proto read without
+    names the enum's number."""
+    if isinstance(strategy, int):
+        return _STRATEGIES.get(strategy, str(strategy))
+    return str(strategy)
+
+
+def placement_summary(
+    run: Run, holder: SeenJob | None, jobs: Sequence[SeenJob], creates: int
+) -> tuple[str, bool]:
+    """Chapter 8's summary line and whether it ended as the story says, naming only what the
+    demo saw: ``holder`` is the first run's job (it should hold the reservation's only VM),
+    ``run`` the second run as the ledger has it, ``jobs`` its attempts' jobs as Vertex AI holds
+    them (in order) and ``creates`` the CreateCustomJob calls made for it.
+
+    As expected: the reservation held by ``holder``, RUNNING; the run's first attempt skipped it
+    for a live rule (``unavailable``: no free VM) and created a Spot job in us-central1, which
+    was preempted (a ``capacity`` end); its second attempt's job, on demand in us-east4,
+    succeeded; the run SUCCEEDED, with exactly those two jobs created and none on the
+    reservation."""
+    held = holder is not None and holder.reservation == RESERVATION and holder.state == "RUNNING"
+    steps = ["reservation full" if held else f"reservation not held ({_described(holder)})"]
+    first = run.attempts[0] if run.attempts else None
+    skips = [
+        skip.skip_class
+        for skip in (first.skips if first else ())
+        if skip.placement.get("reservation", {}).get("name") == RESERVATION
+    ]
+    steps.append(f"skipped ({', '.join(skips)})" if skips else "reservation not skipped")
+    steps.extend(_described(job) for job in jobs)
+    if run.status.value != "SUCCEEDED":
+        steps.append(f"run {run.status.value}")
+    created = "exactly 2 jobs" if creates == 2 else f"{creates} job{'' if creates == 1 else 's'}"
+    spot = jobs[0] if jobs else None
+    landed = jobs[1] if len(jobs) > 1 else None
+    ok = (
+        held
+        and skips == ["unavailable"]
+        and len(run.attempts) == len(jobs) == creates == 2
+        and all(job.reservation is None for job in jobs)
+        and spot is not None
+        and (spot.strategy, spot.region, spot.state) == ("SPOT", "us-central1", "FAILED")
+        and "preempted" in spot.error
+        and first is not None
+        and (first.error or {}).get("class") == "capacity"
+        and landed is not None
+        and landed.strategy in ("STANDARD", "")
+        and (landed.region, landed.state) == ("us-east4", "SUCCEEDED")
+        and run.status.value == "SUCCEEDED"
+    )
+    return f"{' -> '.join(steps)}; {created}", ok
+
+
+def _described(job: SeenJob | None) -> str:
+    """A job in a few words: its placement kind, region and end, e.g. "Spot in us-central1
+    preempted"."""
+    if job is None:
+        return "no job"
+    kind = "reservation" if job.reservation else _KINDS.get(job.strategy, job.strategy)
+    if job.state == "FAILED" and "preempted" in job.error:
+        return f"{kind} in {job.region} preempted"
+    return f"{kind} in {job.region} {_ENDS.get(job.state, job.state)}"
+
+
 def _note_states(seen: list[str], run: Run) -> None:
     """Add the run's job states not read before to ``seen``, in the order they were read."""
     for attempt in run.attempts:
@@ -398,6 +549,10 @@ def _status(*wanted: str) -> Callable[[Run], bool]:
 
 def _has_state(state: str) -> Callable[[Run], bool]:
     return lambda run: any(a.state.endswith(state) for a in run.attempts)
+
+
+def _has_job(run: Run) -> bool:
+    return any(attempt.job_name for attempt in run.attempts)
 
 
 def _by_message(message_id: str) -> Callable[[Run], bool]:

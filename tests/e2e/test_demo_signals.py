@@ -4,7 +4,7 @@ The demo runs as a real process (as `./dev demo` runs it); its emulators and fun
 process groups of their own, which a signal to the demo never reaches. Each test records those
 groups and the ports they serve while the demo runs, sends the signal, and checks that the demo
 exited on its own (not killed by the signal's default action), with every group ended and every
-port closed. About 35 s for --keep-running (the scenarios play first), 15 s mid-story.
+port closed. About 45 s for --keep-running (the scenarios play first), 15 s mid-story.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from emulator_stack.process_group import live_members
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
-READY_SECONDS = 120.0  # the scenarios take about 30 s on 2 idle cores; others may be running
+READY_SECONDS = 120.0  # the scenarios take about 40 s on 2 idle cores; others may be running
 STOP_SECONDS = 45.0  # each group gets SIGTERM, then SIGKILL after 5 s
 ADDRESS = re.compile(r"(?:_HOST=|https?://)(127\.0\.0\.1):(\d+)")
 

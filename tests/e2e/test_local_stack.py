@@ -113,6 +113,54 @@ def test_an_invalid_request_is_rejected_alerted_and_creates_nothing(
     assert creates_for_run == []
 
 
+def test_a_full_reservation_is_skipped_and_a_preempted_spot_job_moves_on_to_on_demand(
+    local_stack: LocalStack, ledger: Ledger, vertex: VertexAdmin
+) -> None:
+    reservation = "projects/local-project/zones/us-central1-a/reservations/a100-80gb"
+    holder_id = publish(
+        local_stack, {"template": "bert-reserved", "params": {"dataset_uri": "gs://d/bert-1/"}}
+    )
+    holder = wait_for_run(ledger, by_message(holder_id), lambda r: r.status == RunStatus.RUNNING)
+    assert holder.attempts[0].skips == ()
+    held = vertex.job(holder.attempts[0].job_name or "")["jobSpec"]["workerPoolSpecs"][0]
+    assert held["machineSpec"]["reservationAffinity"]["values"] == [reservation]
+
+    message_id = publish(
+        local_stack, {"template": "bert-reserved", "params": {"dataset_uri": "gs://d/bert-2/"}}
+    )
+    run = wait_for_run(ledger, by_message(message_id), lambda r: r.status.is_terminal())
+
+    assert run.status == RunStatus.SUCCEEDED
+    spot, landed = run.attempts  # exactly two attempts
+    assert [(s.placement["reservation"]["name"], s.skip_class) for s in spot.skips] == [
+        (reservation, "unavailable")
+    ]
+    assert (spot.region, spot.state, (spot.error or {}).get("class")) == (
+        "us-central1",
+        "JOB_STATE_FAILED",
+        "capacity",
+    )
+    assert "preempted" in vertex.job(spot.job_name or "")["error"]["message"]
+    assert (landed.region, landed.state, landed.skips) == ("us-east4", "JOB_STATE_SUCCEEDED", ())
+    creates = [
+        entry["request"]["customJob"]["jobSpec"]
+        for entry in vertex.requests("CreateCustomJob")
+        if entry["status"] == "OK"
+        and entry["request"]["customJob"].get("labels", {}).get("vd-run") == run.run_id
+    ]
+    assert [spec["scheduling"]["strategy"] for spec in creates] in (
+        ["SPOT", "STANDARD"],
+        [4, 3],  # the enum's numbers, had the request been logged without names
+    )
+    assert not any(
+        "reservationAffinity" in pool["machineSpec"]
+        for spec in creates
+        for pool in spec["workerPoolSpecs"]
+    )
+    cooling = [c for c in ledger.placement_cooldowns().values() if c.run_id == run.run_id]
+    assert [(c.kind, c.region) for c in cooling] == [("spot", "us-central1")]
+
+
 def test_a_fired_schedule_opens_a_run(local_stack: LocalStack, ledger: Ledger) -> None:
     local_stack.scheduler.fire("nightly-retrain")
 
