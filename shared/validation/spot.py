@@ -1,6 +1,6 @@
 """The Spot rules: the GPUs a Spot placement (``scheduling.strategy = SPOT``) may ask for.
 
-``shared.policy.machines.SPOT_GPUS`` holds the set and says where it comes from.
+``shared.model.accelerators.SPOT_GPUS`` holds the set and says where it comes from.
 ``shared.validation.compose`` runs these rules only for a ``spot`` placement; a Spot job without
 GPUs (a CPU-only pool) breaks none of them.
 """
