@@ -51,11 +51,11 @@ The report goes to stdout: one line per problem,  PATH: RULE: MESSAGE,  then a s
 PATH is the key as written in the config (inside a referenced file: KEY(FILE).field...):
   templates.resnet-a100.worker_pools[0].replica: config: unknown key 'replica'; did you ...
   templates.resnet-a100.worker_pools[0].accelerator.type: flex-start-gpu: ... (on placement[1])
-RULE is "config" (or a guard-* rule) for a problem found while loading the file; the jobs of a
-config that does not load are checked once it does. Otherwise RULE is the rule the job rendered
-for a placement breaks; "(on placement[N])" ends a problem that only some placements have.
---json prints the same problems in one document. Persistent resources are not read: their
-state, pools and free replicas are checked live by dispatch.
+RULE is "config" (or a guard-* or spot-gpu rule) for a problem found while loading the file;
+the jobs of a config that does not load are checked once it does. Otherwise RULE is the rule the
+job rendered for a placement breaks; "(on placement[N])" ends a problem that only some
+placements have. --json prints the same problems in one document. Persistent resources are not
+read: their state, pools and free replicas are checked live by dispatch.
 Exit status: 0 clean, 1 problems (or a config that cannot be read at all, said on stderr),
 2 usage error,
 141 the output's reader left before all of it was written (`| head`), whatever the verdict.

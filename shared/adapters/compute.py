@@ -27,7 +27,6 @@ briefly, as ``shared.adapters.vertex`` does for its reads.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Final
@@ -39,7 +38,13 @@ from google.api_core import retry as api_retry
 
 from shared.adapters import clients
 from shared.model.errors import BackendUnavailable, PermanentError, PermissionMissing
-from shared.model.reservations import Reservation, ReservedGpu, short_name
+from shared.model.reservations import (
+    RESERVATION_NAME,
+    Reservation,
+    ReservedGpu,
+    reservation_zone,
+    short_name,
+)
 
 if TYPE_CHECKING:
     from google.cloud import compute_v1
@@ -48,9 +53,6 @@ READ_TIMEOUT_SECONDS: Final = 30.0
 READ_PERMISSION: Final = "compute.reservations.get"
 # The narrowest predefined role that holds compute.reservations.get (read-only on Compute Engine).
 READ_ROLE: Final = "roles/compute.viewer"
-RESERVATION_NAME: Final = re.compile(
-    r"^projects/(?P<project>[^/]+)/zones/(?P<zone>[^/]+)/reservations/(?P<reservation>[^/]+)$"
-)
 
 _TRANSIENT_EXCEPTIONS = (
     api_exceptions.ServiceUnavailable,
@@ -82,7 +84,7 @@ class ReservationUnreadable(PermanentError):
 
 def get_reservation(name: str) -> Reservation | None:
     """The reservation ``projects/P/zones/Z/reservations/N`` as it is now; None when not found."""
-    match = RESERVATION_NAME.match(name)
+    match = RESERVATION_NAME.fullmatch(name)
     if match is None:
         raise ReservationUnreadable(
             f"{name!r} is not a Compute Engine reservation name: expected "
@@ -119,7 +121,7 @@ def reservation_of(name: str, answer: compute_v1.Reservation) -> Reservation:
     )
     return Reservation(
         name=name,
-        zone=short_name(answer.zone) if answer.zone else _zone_of(name),
+        zone=short_name(answer.zone) if answer.zone else reservation_zone(name) or "",
         status=answer.status if "status" in answer else "",
         machine_type=short_name(properties.machine_type) if properties is not None else "",
         gpus=gpus,
@@ -136,11 +138,6 @@ def _optional_int(message: Any, field: str) -> int | None:
     if message is None or field not in message:
         return None
     return int(getattr(message, field))
-
-
-def _zone_of(name: str) -> str:
-    match = RESERVATION_NAME.match(name)
-    return match["zone"] if match else ""
 
 
 @contextmanager

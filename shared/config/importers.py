@@ -35,12 +35,9 @@ from shared.config.model import (
     SpotPlacement,
 )
 from shared.config.origins import file_fields
-from shared.config.placements import (
-    RESERVATION_NAME,
-    RESERVATION_NAME_KEY,
-    RESERVATION_NAME_RULE,
-)
+from shared.config.placements import RESERVATION_NAME_KEY, RESERVATION_NAME_RULE
 from shared.config.problems import Problems, child, item
+from shared.model.reservations import RESERVATION_NAME
 
 CUSTOM_JOB_SPEC_KEYS = frozenset(
     {"persistentResourceId", "workerPoolSpecs", "scheduling", "serviceAccount", "network"}

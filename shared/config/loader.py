@@ -25,6 +25,7 @@ from shared.config.model import DEFAULT_JOB_EVENTS_TOPIC_ID, Config, Route, Temp
 from shared.config.placements import REGION, REGION_RULE
 from shared.config.problems import Problems, child, item
 from shared.config.routes import read_route
+from shared.config.spot import check_spot_gpus
 from shared.config.templates import TemplateContext, read_template
 from shared.config.watching import (
     check_no_placement_limits,
@@ -89,6 +90,7 @@ def parse_config(
     templates = _templates(top.get("templates"), problems, context)
     for name, template in templates.items():
         check_template(template, guards, region, child("templates", name), problems)
+        check_spot_gpus(template, problems)
     check_no_placement_limits(no_placement_alert, no_placement_give_up, templates, problems)
     routes = _routes(top.get("routes"), problems)
     declared = top.get("templates")

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from shared.model.reservations import reservation_region
+
 
 class Completion(enum.Enum):
     """When a Cloud Storage route considers a dataset complete and starts a run."""
@@ -147,12 +149,10 @@ class ReservationPlacement:
         # A job consumes a reservation only in the reservation's own region: fill it in from the
         # zone (projects/P/zones/us-central1-a/... -> us-central1), so that every reader of
         # ``placement.region`` (rendering, guards, records) sees where the job will be created.
-        # The loader has already refused a region that disagrees (shared.config.placements).
+        # The loader has already refused a region that disagrees (shared.config.placements), and
+        # a name that is not a reservation's full name (the region then stays the config's).
         if self.region is None and self.name is not None:
-            _, _, rest = self.name.partition("/zones/")
-            zone = rest.split("/", 1)[0]
-            if zone.count("-") >= 2:
-                object.__setattr__(self, "region", zone.rsplit("-", 1)[0])
+            object.__setattr__(self, "region", reservation_region(self.name))
 
 
 Placement = (

@@ -27,7 +27,7 @@ from shared.config.model import (
     TemplateForm,
     TemplateOrigin,
 )
-from shared.config.placements import placement_key
+from shared.config.placements import kind_of
 from shared.config.problems import child, item
 
 # The template's own keys that set a job field (for every form), by the CustomJob path they set.
@@ -189,7 +189,7 @@ def _placement_path(
     placement = template.placements[index]
     declared = "placement" in origin.written
     entry = item(child(origin.path, "placement"), index)
-    kind = placement_key(placement)
+    kind = kind_of(placement)
     matched = _POOL.fullmatch(field)
     inside = (matched.group(2) or "") if matched else ""
     affinity, _ = _longest_prefix(inside, ("machineSpec.reservationAffinity",))

@@ -45,6 +45,7 @@ from shared.config.model import (
 )
 from shared.config.problems import Problems, child, item
 from shared.config.shorthand import MACHINE_TYPE, MACHINE_TYPE_RULE, read_accelerator
+from shared.model.reservations import RESERVATION_NAME, reservation_region, reservation_zone
 
 PLACEMENT_KINDS = ("persistent_resource", "flex_start", "spot", "on_demand", "reservation")
 PERSISTENT_RESOURCE_KEYS = frozenset({"persistent_resource", "region"})
@@ -60,13 +61,6 @@ RESOURCE_ID = re.compile(r"[a-z]([a-z0-9-]{0,61}[a-z0-9])?")
 RESOURCE_ID_RULE = (
     "a persistent resource ID: lowercase letters, digits and -, starting with a letter, "
     "at most 63 characters (the last part of projects/P/locations/R/persistentResources/ID)"
-)
-# A Compute Engine reservation's full name, as Vertex AI's reservationAffinity.values takes it.
-# The project is an ID or a project number; the zone is a region and a letter (us-central1-a).
-RESERVATION_NAME = re.compile(
-    r"projects/(?P<project>[a-z][a-z0-9-]{4,28}[a-z0-9]|[0-9]{1,19})"
-    r"/zones/(?P<zone>(?P<region>[a-z]+(-[a-z]+)+[0-9]+)-[a-z])"
-    r"/reservations/(?P<reservation>[a-z]([-a-z0-9]{0,61}[a-z0-9])?)"
 )
 # The reservation label Vertex AI matches a SPECIFIC_RESERVATION's values against (its
 # ReservationAffinity.key reference: "To target a SPECIFIC_RESERVATION by name, use
@@ -89,9 +83,14 @@ _KEYS: Mapping[type, str] = {
 }
 
 
-def placement_key(placement: Placement) -> str:
+def kind_of(placement: Placement) -> str:
     """The key a placement's kind is written under (one of ``PLACEMENT_KINDS``)."""
     return _KEYS[type(placement)]
+
+
+# The old name (not to be confused with shared.policy.cooldown.placement_key, a cooldown key),
+# kept so that work under way on policy/cooldown.py still imports; it goes when that moves over.
+placement_key = kind_of
 
 
 def read_placements(value: object, path: str, problems: Problems) -> tuple[Placement, ...] | None:
@@ -239,18 +238,6 @@ def _reservation(value: object, path: str, problems: Problems) -> ReservationPla
     if problems.reported(path):
         return None
     return ReservationPlacement(name=name, region=region or zone_region, machine=machine)
-
-
-def reservation_zone(name: str) -> str | None:
-    """The zone of a reservation's full name (``us-central1-a``); None when it is not one."""
-    matched = RESERVATION_NAME.fullmatch(name)
-    return matched.group("zone") if matched else None
-
-
-def reservation_region(name: str) -> str | None:
-    """The region of a reservation's zone (``us-central1-a`` -> ``us-central1``)."""
-    matched = RESERVATION_NAME.fullmatch(name)
-    return matched.group("region") if matched else None
 
 
 def _region(fields: Mapping[str, Any], path: str, problems: Problems) -> str | None:

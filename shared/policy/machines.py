@@ -3,7 +3,7 @@
 Pure tables (docs/architecture.md, "The Vertex AI rules") and lookups over them, keyed by the names
 the REST API uses (``a2-highgpu-1g``, ``NVIDIA_TESLA_A100``), so no proto import is needed here. The
 rules that use them live in ``shared.validation``; the job-state function names quota metrics in its
-alerts.
+alerts. The GPUs FLEX_START and Spot serve are ``shared.model.accelerators``' (re-exported here).
 """
 
 from __future__ import annotations
@@ -13,6 +13,12 @@ from dataclasses import dataclass
 from typing import Final, TypeGuard
 
 from shared.config.model import FlexStartPlacement, Placement, SpotPlacement
+
+# The GPUs each strategy serves live in the model, where the config loader reads them too;
+# re-exported here beside the machine tables for the rules in shared.validation.
+from shared.model.accelerators import FLEX_START_GPUS as FLEX_START_GPUS
+from shared.model.accelerators import SPOT_GPUS as SPOT_GPUS
+from shared.model.accelerators import is_gpu as is_gpu
 
 
 @dataclass(frozen=True)
@@ -63,45 +69,6 @@ ATTACHABLE_GPU_COUNTS: Final[frozenset[int]] = frozenset({1, 2, 4, 8})
 # CPU-only families Vertex AI trains on; any other family is left for the service to judge.
 CPU_ONLY_FAMILIES: Final[frozenset[str]] = frozenset({"e2", "n2", "n2d", "c2", "c2d", "c3", "m1"})
 
-# Dynamic Workload Scheduler serves L4, A100, H100, H200 and B200 GPUs only.
-FLEX_START_GPUS: Final[frozenset[str]] = frozenset(
-    {
-        "NVIDIA_L4",
-        "NVIDIA_TESLA_A100",
-        "NVIDIA_A100_80GB",
-        "NVIDIA_H100_80GB",
-        "NVIDIA_H100_MEGA_80GB",
-        "NVIDIA_H200_141GB",
-        "NVIDIA_B200",
-    }
-)
-
-# The GPUs a Spot placement (scheduling.strategy SPOT) may ask for. Google's "Use Spot VMs with
-# training" page (cloud.google.com/vertex-ai/docs/training/use-spot-vms) lists no GPU of its own:
-# "All Spot VMs limitations apply", TPU Pods are not supported; and Compute Engine's "About GPUs"
-# page ("GPUs on Spot VMs") adds GPUs to Spot VMs at spot prices without excluding a model. So the
-# set is every GPU Vertex AI training runs on with a machine type these tables know, except:
-# - NVIDIA_TESLA_K80: end of support (AcceleratorType marks it deprecated; no Spot VM gets one);
-# - NVIDIA_GB200 and NVIDIA_RTX_PRO_6000: newer than these tables (no machine type here carries
-#   them), and no page found says training offers them on Spot. Unconfirmed, so refused until a
-#   page says otherwise; add them here (and to the emulator's copy) when one does.
-# The emulator keeps its own copy (deploy/local/vertex_ai_emulator), held equal by a test.
-SPOT_GPUS: Final[frozenset[str]] = frozenset(
-    {
-        "NVIDIA_TESLA_P4",
-        "NVIDIA_TESLA_P100",
-        "NVIDIA_TESLA_T4",
-        "NVIDIA_TESLA_V100",
-        "NVIDIA_L4",
-        "NVIDIA_TESLA_A100",
-        "NVIDIA_A100_80GB",
-        "NVIDIA_H100_80GB",
-        "NVIDIA_H100_MEGA_80GB",
-        "NVIDIA_H200_141GB",
-        "NVIDIA_B200",
-    }
-)
-
 # A3 Ultra and A4 boot from Hyperdisk Balanced only; Vertex's default boot disk (pd-ssd) fails.
 HYPERDISK_ONLY_MACHINES: Final[frozenset[str]] = frozenset({"a3-ultragpu-8g", "a4-highgpu-8g"})
 HYPERDISK_BOOT_DISK_TYPE: Final = "hyperdisk-balanced"
@@ -138,11 +105,6 @@ def machine_family(machine_type: str) -> str:
 def fixed_gpus(machine_type: str) -> GpuShape | None:
     """The GPUs a machine type is built with, or None when its GPUs are not fixed by name."""
     return FIXED_GPU_MACHINES.get(machine_type)
-
-
-def is_gpu(accelerator_type: str) -> bool:
-    """Whether an accelerator name is a GPU (TPUs count towards no GPU guard)."""
-    return accelerator_type.startswith("NVIDIA_")
 
 
 def preemptible_quota_metric(accelerator_type: str) -> str | None:

@@ -14,7 +14,7 @@ from typing import Final
 from shared.aiplatform import MachineSpec, ReservationAffinity, Scheduling, WorkerPoolSpec
 from shared.config.encryption import key_location
 from shared.config.model import PersistentResourcePlacement, ReservationPlacement
-from shared.config.placements import placement_key
+from shared.config.placements import kind_of
 from shared.policy import machines
 from shared.policy.jobspec import DISPLAY_NAME_MAX, reservation_affinity
 from shared.validation.subject import (
@@ -272,7 +272,7 @@ def check_placement(subject: _Subject) -> Iterator[Violation]:
     if isinstance(placement, PersistentResourcePlacement):
         yield from _persistent_resource_placement(subject, placement)
         return
-    kind = placement_key(placement)
+    kind = kind_of(placement)
     strategy = spec.scheduling.strategy
     allowed = _STRATEGIES[kind]
     if strategy not in allowed:

@@ -1,6 +1,9 @@
 """The Spot rules: the GPUs a Spot placement (``scheduling.strategy = SPOT``) may ask for.
 
-``shared.policy.machines.SPOT_GPUS`` holds the set and says where it comes from.
+``shared.model.accelerators.SPOT_GPUS`` holds the set and says where it comes from.
+A config that loads has passed the same rule already (``shared.config.spot``, at the user's key);
+this one checks the rendered job, so that a template built in code (which never passes through
+the loader) is held to it too before anything is created.
 ``shared.validation.compose`` runs these rules only for a ``spot`` placement; a Spot job without
 GPUs (a CPU-only pool) breaks none of them.
 """

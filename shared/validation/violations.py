@@ -46,7 +46,7 @@ class Rule(enum.StrEnum):
     FLEX_START_TIMEOUT = "flex-start-timeout"  # scheduling.timeout <= 7 days
     FLEX_START_SAME_MACHINE = "flex-start-same-machine"  # every pool on one machine configuration
     FLEX_START_MAX_WAIT = "flex-start-max-wait"  # maxWaitDuration set explicitly
-    SPOT_GPU = "spot-gpu"  # Spot serves the GPUs of shared.policy.machines.SPOT_GPUS only
+    SPOT_GPU = "spot-gpu"  # Spot serves the GPUs of model.accelerators.SPOT_GPUS only
     GUARD_IMAGE = "guard-image"  # images start with an allowed prefix
     GUARD_SERVICE_ACCOUNT = "guard-service-account"  # the job runs as an allowed account
     GUARD_REGION = "guard-region"  # the job runs in an allowed region

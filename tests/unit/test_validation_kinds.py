@@ -25,6 +25,7 @@ from shared.config.model import (
     SpotPlacement,
     Template,
 )
+from shared.config.problems import InvalidConfig
 from shared.policy.jobspec import render_job
 from shared.validation import Rule, ViolationKind, check_templates, validate_spec
 
@@ -252,19 +253,6 @@ K80 = "{machine_type: n1-standard-4, accelerator: {type: NVIDIA_TESLA_K80, count
 LINT_CASES = [
     pytest.param([], [], id="clean"),
     pytest.param(
-        [("spot: {region: us-east4}", "spot: {region: us-east4, machine: " + K80 + "}")],
-        [("templates.t.placement[1].spot.machine.accelerator.type", Rule.SPOT_GPU, "")],
-        id="spot-machine-override",
-    ),
-    pytest.param(
-        [
-            ("a2-highgpu-1g", "n1-standard-4"),
-            ("{type: NVIDIA_TESLA_A100, count: 1}", "{type: NVIDIA_TESLA_K80, count: 1}"),
-        ],
-        [("templates.t.worker_pools[0].accelerator.type", Rule.SPOT_GPU, " (on placement[1])")],
-        id="spot-pool",
-    ),
-    pytest.param(
         [("locations/{region}/keyRings", "locations/us-central1/keyRings")],
         [
             (
@@ -288,6 +276,39 @@ def test_validate_names_the_key_the_user_wrote(
         text = text.replace(old, new)
     problems = check_templates(parse_config(text, "kinds.yaml"))
     assert [(p.path, p.violation.rule, p.placement_note) for p in problems] == expected
+
+
+# A Spot GPU Spot does not serve is known as the config is written: the load refuses it, at the
+# same key and with the same rule id (shared.config.spot), so validate reports it as a load
+# problem and renders nothing.
+SPOT_LOAD_CASES = [
+    pytest.param(
+        [("spot: {region: us-east4}", "spot: {region: us-east4, machine: " + K80 + "}")],
+        "templates.t.placement[1].spot.machine.accelerator.type",
+        id="spot-machine-override",
+    ),
+    pytest.param(
+        [
+            ("a2-highgpu-1g", "n1-standard-4"),
+            ("{type: NVIDIA_TESLA_A100, count: 1}", "{type: NVIDIA_TESLA_K80, count: 1}"),
+        ],
+        "templates.t.worker_pools[0].accelerator.type",
+        id="spot-pool",
+    ),
+]
+
+
+@pytest.mark.parametrize(("edits", "path"), SPOT_LOAD_CASES)
+def test_a_spot_gpu_spot_refuses_is_a_load_problem_with_the_jobs_rule_id(
+    edits: list[tuple[str, str]], path: str
+) -> None:
+    text = CONFIG
+    for old, new in edits:
+        assert old in text
+        text = text.replace(old, new)
+    with pytest.raises(InvalidConfig) as raised:
+        parse_config(text, "kinds.yaml")
+    assert [(p.path, p.rule) for p in raised.value.problems] == [(path, Rule.SPOT_GPU.value)]
 
 
 def test_a_placement_built_in_code_renders_and_validates_every_kind() -> None:

@@ -40,7 +40,7 @@ MAX_LABELS = 64
 MAX_LABEL_LENGTH = 63
 # The emulator stands for Google's service and keeps its own copy of the documented FLEX_START
 # rules, so that a mistake in the library's tables is caught by the emulator, not mirrored by it;
-# tests/unit/emulator/test_core_checks.py holds the two copies equal (shared.policy.machines and
+# tests/unit/emulator/test_core_checks.py holds the two copies equal (shared.model.accelerators and
 # shared.validation.flex_start), so a change to either is a deliberate change to both.
 FLEX_START_MAX_TIMEOUT = timedelta(days=7)
 FLEX_START_ACCELERATORS = frozenset(
@@ -56,7 +56,7 @@ FLEX_START_ACCELERATORS = frozenset(
 )
 # The GPUs Vertex AI training offers on Spot VMs: Google's Spot training page names none, and
 # Compute Engine allows GPUs on Spot VMs without excluding a model, so this is every current GPU
-# of the machine tables (K80, end of support, left out). Held equal to shared.policy.machines'
+# of the machine tables (K80, end of support, left out). Held equal to shared.model.accelerators'
 # copy by tests/unit/emulator/test_core_checks.py, like the FLEX_START set.
 SPOT_ACCELERATORS = frozenset(
     {

@@ -207,9 +207,18 @@ def test_a_refused_read_is_permanent(fake: FakeCompute) -> None:
         compute.get_reservation(NAME)
 
 
-def test_a_malformed_name_is_refused_before_any_request(fake: FakeCompute) -> None:
+@pytest.mark.parametrize(
+    "name",
+    [
+        "a100-block",
+        f"projects/{PROJECT}/zones/us-central1/reservations/a100-block",  # a region, not a zone
+        f"projects/p/zones/{ZONE}/reservations/a100-block",  # the loader refuses it too
+        f"{NAME}/reservationBlocks/b1",
+    ],
+)
+def test_a_malformed_name_is_refused_before_any_request(fake: FakeCompute, name: str) -> None:
     with pytest.raises(compute.ReservationUnreadable, match=r"projects/.*/zones/"):
-        compute.get_reservation("a100-block")
+        compute.get_reservation(name)
     assert fake.requests == []
 
 

@@ -255,7 +255,7 @@ def test_all_field_errors_are_listed_together_in_the_service_format() -> None:
 
 
 def test_the_emulator_and_the_library_agree_on_the_flex_start_rules() -> None:
-    from shared.policy.machines import FLEX_START_GPUS
+    from shared.model.accelerators import FLEX_START_GPUS
     from shared.validation.flex_start import FLEX_START_MAX_TIMEOUT
     from vertex_ai_emulator import checks
 
@@ -264,7 +264,7 @@ def test_the_emulator_and_the_library_agree_on_the_flex_start_rules() -> None:
 
 
 def test_the_emulator_and_the_library_agree_on_the_spot_gpus() -> None:
-    from shared.policy.machines import SPOT_GPUS
+    from shared.model.accelerators import SPOT_GPUS
     from vertex_ai_emulator import checks
 
     assert checks.SPOT_ACCELERATORS == SPOT_GPUS
