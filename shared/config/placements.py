@@ -90,7 +90,6 @@ def kind_of(placement: Placement) -> str:
 
 # The old name (not to be confused with shared.policy.cooldown.placement_key, a cooldown key),
 # kept so that work under way on policy/cooldown.py still imports; it goes when that moves over.
-placement_key = kind_of
 
 
 def read_placements(value: object, path: str, problems: Problems) -> tuple[Placement, ...] | None:

@@ -28,7 +28,7 @@ class Cooldown:
     """A placement (kind + region + machine) that new attempts pass over until ``until``."""
 
     key: str  # kind|region|machine, the document's map key
-    kind: str  # a placement kind (policy.records.PLACEMENT_KINDS)
+    kind: str  # a placement kind (config.placements.PLACEMENT_KINDS)
     region: str
     machine: str  # machine type; a persistent resource's id or a reservation's name
     since: datetime  # when the capacity failure was seen

@@ -32,14 +32,12 @@ from typing import Any
 
 from shared.config.model import (
     Config,
-    FlexStartPlacement,
-    OnDemandPlacement,
     PersistentResourcePlacement,
     Placement,
     ReservationPlacement,
-    SpotPlacement,
     Template,
 )
+from shared.config.placements import kind_of
 from shared.model.cooldowns import Cooldown
 from shared.model.runs import Attempt, SkipClass
 from shared.policy.records import placement_record
@@ -73,7 +71,7 @@ def placement_key(placement: Placement, template: Template, default_region: str)
         return PlacementKey("persistent_resource", region, placement.resource_id)
     if isinstance(placement, ReservationPlacement) and placement.name:
         return PlacementKey("reservation", region, placement.name)
-    return PlacementKey(_kind(placement), region, _machine(placement, template))
+    return PlacementKey(kind_of(placement), region, _machine(placement, template))
 
 
 def cooling(
@@ -114,18 +112,6 @@ def walk_order(indices: Sequence[int], cooling_indices: Collection[int]) -> Walk
     cooled = [index for index in indices if index in cooling_indices]
     passed_over = tuple(index for index in cooled if any(later > index for later in fresh))
     return WalkOrder(order=(*fresh, *cooled), passed_over=passed_over)
-
-
-def _kind(placement: Placement) -> str:
-    if isinstance(placement, FlexStartPlacement):
-        return "flex_start"
-    if isinstance(placement, SpotPlacement):
-        return "spot"
-    if isinstance(placement, OnDemandPlacement):
-        return "on_demand"
-    if isinstance(placement, ReservationPlacement):
-        return "reservation"
-    return "persistent_resource"
 
 
 def _region(placement: Placement, default_region: str) -> str:

@@ -15,7 +15,7 @@ from shared.config.durations import parse_duration
 from shared.model.runs import Attempt
 from shared.policy.timing import FLEX_START_DEFAULT_MAX_WAIT
 
-# The recorded kinds (shared.policy.records.PLACEMENT_KINDS) that have no max wait of their own:
+# The recorded kinds (shared.config.placements.PLACEMENT_KINDS) that have no max wait of their own:
 # a persistent resource's queue, and Spot, on-demand and reservation jobs, which do not wait in
 # Dynamic Workload Scheduler's queue (a job kept QUEUED is the watchdog's default limit's).
 NO_WAIT_KINDS = ("persistent_resource", "spot", "on_demand", "reservation")

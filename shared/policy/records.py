@@ -20,10 +20,8 @@ from shared.config.model import (
     ReservationPlacement,
     SpotPlacement,
 )
+from shared.config.placements import PLACEMENT_KINDS  # a placement record's keys, one per kind
 from shared.model.triggers import JobRequest, ObjectFinalized, RetryRequest, ScheduleTick, Trigger
-
-PLACEMENT_KINDS = ("flex_start", "persistent_resource", "spot", "on_demand", "reservation")
-"""The keys of a placement record (``placement_record``): one per kind of placement."""
 
 CONSOLE_URL = (
     "https://console.cloud.google.com/vertex-ai/locations/{region}/training/{job_id}/cpu"

@@ -37,7 +37,7 @@ from shared.policy.cooldown import (
 
 NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
 MINUTE = timedelta(minutes=1)
-RESERVATION = "projects/p/zones/europe-west4-b/reservations/h100-block"
+RESERVATION = "projects/acme-ml/zones/europe-west4-b/reservations/h100-block"
 TEMPLATE = Template(
     name="train",
     display_name="train",
