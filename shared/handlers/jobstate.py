@@ -48,7 +48,7 @@ import logging
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from cloudevents.http import CloudEvent
@@ -471,51 +471,25 @@ def _cool_down_after_capacity(
     write is logged, not raised: the cooldown only orders later walks; the decision is what
     must be recorded."""
     from shared.config.model import FailureClass
-    from shared.model.cooldowns import Cooldown
-    from shared.model.errors import DispatchError
-    from shared.policy.cooldown import cooldown_of, placement_key
+    from shared.handlers.cooldowns import start_cooldown
     from shared.policy.decisions import PlacementNotInChain, placement_index
 
     attempt = run.last_attempt
     if classification.failure is not FailureClass.CAPACITY or template is None or attempt is None:
         return
-    length = cooldown_of(services.config, template)
-    if length <= timedelta(0):
-        return
     try:
         placement = template.placements[placement_index(template, attempt)]
     except PlacementNotInChain:
         return  # the chain changed since: nothing of it to cool down
-    key = placement_key(placement, template, services.config.region)
-    cooldown = Cooldown(
-        key.key,
-        key.kind,
-        key.region,
-        key.machine,
-        since=now,
-        until=now + length,
+    start_cooldown(
+        services.ledger,
+        services.config,
+        template,
+        placement,
+        now=now,
         reason=classification.message or classification.summary,
         run_id=run.run_id,
-    )
-    try:
-        services.ledger.start_cooldown(cooldown)
-    except DispatchError as error:
-        log(
-            logger,
-            logging.WARNING,
-            "placement cooldown not recorded",
-            labels={"run_id": run.run_id},
-            cooldown=key.key,
-            error=str(error),
-        )
-        return
-    log(
-        logger,
-        logging.INFO,
-        "placement cooling down after a capacity end",
         labels={"run_id": run.run_id, "route": run.route, "template": run.template},
-        cooldown=key.key,
-        cooling_until=cooldown.until.isoformat(),
     )
 
 

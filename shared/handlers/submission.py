@@ -49,13 +49,12 @@ from shared.adapters.ledger import (
 )
 from shared.config.durations import describe_duration
 from shared.config.model import Config, FailureClass, Placement, Template
-from shared.handlers import duplicates
+from shared.handlers import cooldowns, duplicates
 from shared.handlers.rejections import alert_once, finish_run
 from shared.logs import log
 from shared.model import loglines
 from shared.model.alerts import AlertReason
-from shared.model.cooldowns import Cooldown
-from shared.model.errors import DispatchError, InvalidJobSpec, TransientError
+from shared.model.errors import InvalidJobSpec, TransientError
 from shared.model.results import DispatchOutcome, DispatchResult
 from shared.model.runs import SkipClass
 from shared.policy import jobspec
@@ -415,37 +414,17 @@ def _placement_refused(
 
 
 def _start_cooldown(submission: Submission, placement: Placement, reason: str) -> None:
-    """Cool ``placement`` down after a capacity refusal of its create (``policy.cooldown``).
-
-    A failed write is logged, not raised: the cooldown only orders later walks, and the refusal
-    it follows is already handled."""
-    config, template = submission.config, submission.template
-    length = cooldown_of(config, template)
-    if length <= timedelta(0):
-        return
-    key = placement_key(placement, template, config.region)
-    now = submission.now()
-    cooldown = Cooldown(
-        key.key,
-        key.kind,
-        key.region,
-        key.machine,
-        since=now,
-        until=now + length,
+    """Cool ``placement`` down after a capacity refusal of its create (``handlers.cooldowns``)."""
+    cooldowns.start_cooldown(
+        submission.ledger,
+        submission.config,
+        submission.template,
+        placement,
+        now=submission.now(),
         reason=reason,
         run_id=submission.labels.get("run_id", ""),
+        labels=submission.labels,
     )
-    try:
-        submission.ledger.start_cooldown(cooldown)
-    except DispatchError as error:
-        log(
-            logger,
-            logging.WARNING,
-            "placement cooldown not recorded",
-            labels=submission.labels,
-            placement=describe_placement(placement),
-            error=str(error),
-        )
 
 
 def _reject(submission: Submission, walk: _Walk, reasons: str) -> DispatchResult:
