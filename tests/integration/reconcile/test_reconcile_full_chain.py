@@ -255,8 +255,8 @@ def test_every_placement_kind_refuses_in_turn_and_the_last_runs_exactly_one_job(
     # Spot and FLEX_START in us-central1 cool down; the other systems' jobs are untouched.
     cooling = world.services.ledger.placement_cooldowns()
     assert sorted(cooling) == [
-        "flex_start|us-central1|a2-highgpu-1g",
-        "spot|us-central1|a2-highgpu-1g",
+        "flex_start|us-central1|a2-highgpu-1g+NVIDIA_TESLA_A100x1",
+        "spot|us-central1|a2-highgpu-1g+NVIDIA_TESLA_A100x1",
     ]
     assert {c.run_id for c in cooling.values()} == {started.run_id}
     [reservation] = world.vertex.call("GET", "reservations")["reservations"]
@@ -296,7 +296,7 @@ def test_a_persistent_resource_with_another_cmek_key_moves_on_to_the_next_placem
     else:
         assert (attempt.placement, attempt.region) == ({"on_demand": {}}, REGION)
         [skip] = attempt.skips
-        assert (skip.placement, skip.skip_class) == (POOL_RECORD, "unavailable")
+        assert (skip.placement, skip.skip_class) == (POOL_RECORD, "unsuitable")
         assert JOB_KEY in skip.reason and OTHER_KEY in skip.reason
         assert "persistentResourceId" not in created["jobSpec"]
         assert created["jobSpec"]["scheduling"]["strategy"] == "STANDARD"
@@ -355,14 +355,15 @@ def test_a_reservation_that_fills_after_its_read_stocks_out_cools_down_and_is_pa
     )
 
     # The reservation has room again, but it cools down: a new run tries the others first and
-    # records it as passed over, without reading it.
+    # records it as passed over (after the skips of the placements it reached), without reading
+    # it.
     world.vertex.call("PUT", "reservations", {"name": RESERVATION, "count": 1})
     second = world.request_run("every-kind")
     [attempt] = world.run(second.run_id).attempts
     assert attempt.placement == SPOT_RECORD
     assert [(s.placement, s.skip_class) for s in attempt.skips] == [
-        (RESERVATION_RECORD, "cooldown"),
         (POOL_RECORD, "unavailable"),
+        (RESERVATION_RECORD, "cooldown"),
     ]
     assert len(world.vertex.requests("GetReservation")) == 1  # the first run's read only
 
