@@ -161,7 +161,8 @@ def _submit(
     attempt: int,
     first_placement: int,
 ) -> DispatchResult:
-    from shared.handlers.submission import Submission, submit_attempt
+    from shared.handlers.submission import submit_attempt
+    from shared.handlers.walk import Submission
     from shared.policy import records
 
     submission = Submission(
