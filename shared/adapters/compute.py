@@ -38,13 +38,8 @@ from google.api_core import retry as api_retry
 
 from shared.adapters import clients
 from shared.model.errors import BackendUnavailable, PermanentError, PermissionMissing
-from shared.model.reservations import (
-    RESERVATION_NAME,
-    Reservation,
-    ReservedGpu,
-    reservation_zone,
-    short_name,
-)
+from shared.model.reservation_names import reservation_name_pattern, reservation_zone
+from shared.model.reservations import Reservation, ReservedGpu, short_name
 
 if TYPE_CHECKING:
     from google.cloud import compute_v1
@@ -84,7 +79,7 @@ class ReservationUnreadable(PermanentError):
 
 def get_reservation(name: str) -> Reservation | None:
     """The reservation ``projects/P/zones/Z/reservations/N`` as it is now; None when not found."""
-    match = RESERVATION_NAME.fullmatch(name)
+    match = reservation_name_pattern().fullmatch(name)
     if match is None:
         raise ReservationUnreadable(
             f"{name!r} is not a Compute Engine reservation name: expected "

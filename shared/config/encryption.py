@@ -13,6 +13,7 @@ job's (``shared.validation.job_rules.check_encryption_key``).
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Final
 
@@ -21,11 +22,20 @@ from shared.config.problems import Problems
 
 REGION_PLACEHOLDER: Final = "{region}"
 _KMS_ID: Final = r"[a-zA-Z0-9_-]{1,63}"  # Cloud KMS key ring and key IDs
-ENCRYPTION_KEY: Final = re.compile(
+ENCRYPTION_KEY: Final = (
     r"projects/(?P<project>[a-z][a-z0-9-]{4,28}[a-z0-9]|[0-9]{1,19})"
     r"/locations/(?P<location>[a-z]+(-[a-z]+)+[0-9]+|\{region\})"
     rf"/keyRings/{_KMS_ID}/cryptoKeys/{_KMS_ID}"
 )
+
+
+@functools.cache
+def encryption_key_pattern() -> re.Pattern[str]:
+    """``ENCRYPTION_KEY`` compiled, once, on first use: a config without a key (an unmatched
+    event's cold start) never needs it."""
+    return re.compile(ENCRYPTION_KEY)
+
+
 ENCRYPTION_KEY_RULE: Final = (
     "a Cloud KMS key's full name, projects/PROJECT/locations/REGION/keyRings/RING/cryptoKeys/KEY "
     "(`gcloud kms keys describe KEY --keyring RING --location REGION` shows it), in a region "
@@ -36,10 +46,14 @@ ENCRYPTION_KEY_RULE: Final = (
 
 def read_encryption_key(value: object, path: str, problems: Problems) -> str | None:
     """A key name per ``ENCRYPTION_KEY``; None when absent or wrong (a problem is recorded)."""
-    return read_text(value, path, problems, pattern=ENCRYPTION_KEY, rule=ENCRYPTION_KEY_RULE)
+    if value is None:
+        return None
+    return read_text(
+        value, path, problems, pattern=encryption_key_pattern(), rule=ENCRYPTION_KEY_RULE
+    )
 
 
 def key_location(key: str) -> str | None:
     """The location of a key name (a region, or ``{region}``); None when it is not one."""
-    matched = ENCRYPTION_KEY.fullmatch(key)
+    matched = encryption_key_pattern().fullmatch(key)
     return matched.group("location") if matched else None

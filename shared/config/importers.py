@@ -37,7 +37,7 @@ from shared.config.model import (
 from shared.config.origins import file_fields
 from shared.config.placements import RESERVATION_NAME_KEY, RESERVATION_NAME_RULE
 from shared.config.problems import Problems, child, item
-from shared.model.reservations import RESERVATION_NAME
+from shared.model.reservation_names import reservation_name_pattern
 
 CUSTOM_JOB_SPEC_KEYS = frozenset(
     {"persistentResourceId", "workerPoolSpecs", "scheduling", "serviceAccount", "network"}
@@ -320,7 +320,7 @@ def _reservation_affinity(
         values[0],
         item(child(path, "values"), 0),
         problems,
-        pattern=RESERVATION_NAME,
+        pattern=reservation_name_pattern(),
         rule=RESERVATION_NAME_RULE,
     )
     return None if name is None else (kind, name)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from shared.model.reservations import reservation_region
+from shared.model.reservation_names import reservation_region
 
 
 class Completion(enum.Enum):

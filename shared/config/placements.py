@@ -45,7 +45,11 @@ from shared.config.model import (
 )
 from shared.config.problems import Problems, child, item
 from shared.config.shorthand import MACHINE_TYPE, MACHINE_TYPE_RULE, read_accelerator
-from shared.model.reservations import RESERVATION_NAME, reservation_region, reservation_zone
+from shared.model.reservation_names import (
+    reservation_name_pattern,
+    reservation_region,
+    reservation_zone,
+)
 
 PLACEMENT_KINDS = ("persistent_resource", "flex_start", "spot", "on_demand", "reservation")
 PERSISTENT_RESOURCE_KEYS = frozenset({"persistent_resource", "region"})
@@ -221,7 +225,7 @@ def _reservation(value: object, path: str, problems: Problems) -> ReservationPla
         fields.get("name"),
         name_path,
         problems,
-        pattern=RESERVATION_NAME,
+        pattern=reservation_name_pattern(),
         rule=RESERVATION_NAME_RULE,
     )
     region = _region(fields, path, problems)

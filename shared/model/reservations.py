@@ -6,29 +6,15 @@
 spelling (``nvidia-tesla-a100``); ``vertex_accelerator_type`` gives Vertex AI's
 (``NVIDIA_TESLA_A100``), so the rules compare like with like.
 
-``RESERVATION_NAME`` is the one rule for a reservation's full name, and ``reservation_zone`` /
-``reservation_region`` the one rule for where it is: the config loader
-(``shared.config.placements``, ``shared.config.importers``), the placement itself
-(``shared.config.model.ReservationPlacement`` fills in its region) and the Compute Engine adapter
-all read them here.
+What a reservation's name says (its pattern, zone and region) is ``shared.model.reservation_names``.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Final
 
 READY: Final = "READY"  # the one status in which a reservation's VMs can be consumed
-
-# A Compute Engine reservation's full name, as Vertex AI's reservationAffinity.values takes it and
-# reservations.get reads it. The project is an ID or a project number; the zone is a region and a
-# letter (us-central1-a), and a job consumes the reservation only in that region.
-RESERVATION_NAME: Final = re.compile(
-    r"projects/(?P<project>[a-z][a-z0-9-]{4,28}[a-z0-9]|[0-9]{1,19})"
-    r"/zones/(?P<zone>(?P<region>[a-z]+(-[a-z]+)+[0-9]+)-[a-z])"
-    r"/reservations/(?P<reservation>[a-z]([-a-z0-9]{0,61}[a-z0-9])?)"
-)
 
 
 @dataclass(frozen=True)
@@ -74,16 +60,3 @@ def short_name(value: str) -> str:
     """The last segment of a Compute Engine URL or name (``.../zones/us-central1-a`` ->
     ``us-central1-a``); a plain name is returned as it is."""
     return value.rstrip("/").rsplit("/", 1)[-1]
-
-
-def reservation_zone(name: str) -> str | None:
-    """The zone of a reservation's full name (``us-central1-a``); None when it is not one."""
-    matched = RESERVATION_NAME.fullmatch(name)
-    return matched["zone"] if matched else None
-
-
-def reservation_region(name: str) -> str | None:
-    """The region of a reservation's zone (``us-central1-a`` -> ``us-central1``); None when
-    ``name`` is not a reservation's full name."""
-    matched = RESERVATION_NAME.fullmatch(name)
-    return matched["region"] if matched else None

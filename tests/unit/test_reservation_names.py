@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from shared.config.model import ReservationPlacement
-from shared.model.reservations import reservation_region, reservation_zone
+from shared.model.reservation_names import reservation_region, reservation_zone
 
 NAMES = [
     ("projects/acme-ml/zones/us-central1-a/reservations/a100-res", "us-central1-a", "us-central1"),
