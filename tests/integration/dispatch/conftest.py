@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from dispatch_test_support import (
+    CONFIG,
     AlertsReader,
     FunctionUrls,
     VertexAdmin,
@@ -39,7 +40,6 @@ from emulator_stack.readiness import tcp_open
 from shared.adapters import clients
 from shared.adapters.ledger import Ledger
 
-CONFIG = Path(__file__).parent / "configs" / "dispatch.yaml"
 FUNCTIONS_SOURCE = Path(__file__).parents[3] / "functions" / "main.py"
 TARGETS = ("on_object_finalized", "on_request")
 

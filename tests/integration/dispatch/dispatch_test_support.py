@@ -19,6 +19,7 @@ import urllib.request
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import requests
@@ -26,6 +27,11 @@ from cloudevents.conversion import to_binary, to_structured
 from cloudevents.http import CloudEvent
 
 from emulator_stack import LOCAL_PROJECT
+
+# The folder's config, which the functions under test read. Tests import it from here, never
+# from ``conftest``: with several test folders in one session, ``import conftest`` finds
+# whichever folder's conftest Python met first (the job-state one has a CONFIG of its own).
+CONFIG = Path(__file__).parent / "configs" / "dispatch.yaml"
 
 REGION = "us-central1"
 PARENT = f"projects/{LOCAL_PROJECT}/locations/{REGION}"

@@ -11,8 +11,8 @@ import json
 from collections.abc import Callable
 
 import pytest
-from conftest import CONFIG
 from dispatch_test_support import (
+    CONFIG,
     DATASETS_BUCKET,
     AlertsReader,
     FunctionUrls,
