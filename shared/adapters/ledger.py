@@ -39,6 +39,7 @@ from google.protobuf.message import DecodeError
 
 from shared.adapters import clients
 from shared.model.cooldowns import Cooldown, cooldown_to_document, cooldowns_from_document
+from shared.model.data_waits import DataWait
 from shared.model.errors import BackendUnavailable
 from shared.model.reconciler_state import (
     ReconcilerState,
@@ -73,6 +74,8 @@ from shared.model.runs import (
     with_attempt_state,
     with_cancel_requested,
     with_claimed_attempt,
+    with_data_ready,
+    with_data_wait,
     with_decision,
     with_duplicate_jobs,
     with_hint_read,
@@ -480,6 +483,16 @@ class Ledger:
         that claims the attempt meanwhile wins (``LedgerConflict``), and one that claims after
         finds the run cancelled."""
         return self._write_if_unchanged(current, with_waiting_cancelled(current.run))
+
+    def record_data_wait(self, current: RunSnapshot, wait: DataWait) -> RunSnapshot:
+        """Note what a run still waits for (``with_data_wait``), only if it is still
+        ``current`` (else ``LedgerConflict``)."""
+        return self._write_if_unchanged(current, with_data_wait(current.run, wait))
+
+    def data_ready(self, current: RunSnapshot, wait: DataWait, at: datetime) -> RunSnapshot:
+        """Move a run WAITING_DATA whose data is complete to ACCEPTED (``with_data_ready``),
+        only if it is still ``current`` (else ``LedgerConflict``: another tick did it)."""
+        return self._write_if_unchanged(current, with_data_ready(current.run, wait, at))
 
     def record_recovery_published(self, current: RunSnapshot, at: datetime) -> RunSnapshot:
         """Note that the reconciler published a retry to recover ``current`` at ``at``; only if

@@ -1,4 +1,5 @@
-"""The Cloud Storage adapter: read an object (a manifest, a config), ask whether one exists.
+"""The Cloud Storage adapter: read an object (a manifest, a config), ask whether one exists,
+list the objects under a prefix (a quiet dataset's directory, a manifest's files).
 
 Errors leave as the project's error tree, translated in one place (``_translated_errors``): a
 missing or unreadable object is permanent (a human must fix the bucket or the grant): a
@@ -11,6 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
 
 from shared.adapters.clients import storage_client
 from shared.decode.manifests import split_gs_uri
@@ -49,6 +52,39 @@ def object_exists(uri: str) -> bool:
     bucket, name = split_gs_uri(uri)
     with _translated_errors(uri):
         return storage_client().bucket(bucket).blob(name).exists()
+
+
+LIST_PAGE_SIZE = 1000  # Cloud Storage's largest page
+_LISTED_FIELDS = "items(name,generation,size,md5Hash,updated),nextPageToken"
+
+
+@dataclass(frozen=True)
+class StoredObject:
+    """One object as a listing shows it."""
+
+    name: str
+    generation: int
+    size: int
+    md5_hash: str | None  # base64, as Cloud Storage gives it; None for composite objects
+    updated: datetime  # when this generation was written (Cloud Storage's clock)
+
+
+def list_objects(bucket: str, prefix: str) -> Iterator[StoredObject]:
+    """Every object whose name starts with ``prefix`` (all depths), page by page (1,000 per
+    call, only the fields above), in name order. A missing bucket is ``DatasetUnreadable``."""
+    uri = f"gs://{bucket}/{prefix}"
+    with _translated_errors(uri):
+        blobs = storage_client().list_blobs(
+            bucket, prefix=prefix, page_size=LIST_PAGE_SIZE, fields=_LISTED_FIELDS
+        )
+        for blob in blobs:
+            yield StoredObject(
+                name=blob.name,
+                generation=int(blob.generation or 0),
+                size=int(blob.size or 0),
+                md5_hash=blob.md5_hash,
+                updated=blob.updated,
+            )
 
 
 @contextmanager

@@ -24,6 +24,37 @@ class Completion(enum.Enum):
     MARKER = "marker"  # the matched object is a marker (e.g. */_SUCCESS): its arrival completes
     MANIFEST = "manifest"  # the matched object lists the dataset's files; all must exist
     EVERY_OBJECT = "every_object"  # each matched object is a dataset of its own
+    QUIET = "quiet"  # the dataset's directory has had no new object for ``quiet_for``
+
+
+class AfterStart(enum.Enum):
+    """What objects written under a quiet dataset after its run started do."""
+
+    IGNORE = "ignore"  # nothing: the run has its data
+    NEW_RUN = "new_run"  # they are a new version of the dataset: its own quiet period and run
+
+
+DEFAULT_QUIET_FOR = timedelta(minutes=10)
+MIN_QUIET_FOR = timedelta(minutes=1)
+"""The shortest quiet period a route may set: an upload pausing for less (a retried shard, a
+slow client) must not complete a dataset early. Databricks' file-arrival triggers have the
+same floor (``waitAfterLastChangeSeconds`` >= 60)."""
+
+
+@dataclass(frozen=True)
+class QuietRule:
+    """How a ``completion: quiet`` route tells that a dataset without a marker is complete.
+
+    ``dataset`` names the directory an object belongs to: literal text and ``{name}``
+    placeholders (each one path segment's worth, no ``/``), ending in ``/``; e.g. with
+    ``exports/{date}/`` the object ``exports/2026-12-01/part-00042.parquet`` belongs to the
+    dataset ``exports/2026-12-01/`` and ``{date}`` is ``2026-12-01`` (``shared.decode.datasets``).
+    """
+
+    dataset: str
+    quiet_for: timedelta = DEFAULT_QUIET_FOR
+    min_objects: int = 1
+    after_start: AfterStart = AfterStart.IGNORE
 
 
 class FailureClass(enum.Enum):
@@ -59,6 +90,7 @@ class GcsRoute:
     template: str
     completion: Completion = Completion.MARKER
     params: Mapping[str, str] = field(default_factory=dict)
+    quiet: QuietRule | None = None  # set exactly when completion is QUIET
 
 
 @dataclass(frozen=True)
@@ -246,6 +278,9 @@ DEFAULT_NO_PLACEMENT_GIVE_UP = timedelta(days=7)
 DEFAULT_COOLDOWN = timedelta(minutes=30)
 """How long a placement (kind, region, machine) whose job just stocked out, ran out of its wait
 or was refused for capacity is skipped by new attempts, unless it is the last one left."""
+DEFAULT_DATA_TIMEOUT = timedelta(hours=24)
+"""How long a run waits for its data (a manifest's missing files, a quiet dataset's
+``min_objects``) before it ends with a ``data_timeout`` alert."""
 
 
 class WebhookFormat(enum.Enum):
@@ -285,6 +320,7 @@ class Config:
     no_placement_alert: timedelta = DEFAULT_NO_PLACEMENT_ALERT
     no_placement_give_up: timedelta = DEFAULT_NO_PLACEMENT_GIVE_UP
     cooldown: timedelta = DEFAULT_COOLDOWN  # a template may set its own; 0 turns it off
+    data_timeout: timedelta = DEFAULT_DATA_TIMEOUT  # a run waiting for its data, at most
     alert_webhook: AlertWebhook | None = None
     guards: Guards = Guards()
     routes: tuple[Route, ...] = ()

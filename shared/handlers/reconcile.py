@@ -85,7 +85,7 @@ from shared.adapters.ledger import (
 )
 from shared.aiplatform import CustomJob
 from shared.config.durations import age_text
-from shared.handlers import actions, duplicates, jobstate
+from shared.handlers import actions, data_checks, duplicates, jobstate
 from shared.handlers.rejections import alert_once
 from shared.logs import log
 from shared.model.errors import DispatchError
@@ -110,6 +110,7 @@ if TYPE_CHECKING:
     from shared.model.reconciler_state import ReconcilerState
 
 ACTIVE_STATUSES: tuple[RunStatus, ...] = (
+    RunStatus.WAITING_DATA,
     RunStatus.ACCEPTED,
     RunStatus.SUBMITTING,
     RunStatus.SUBMITTED,
@@ -156,6 +157,8 @@ class ReconcileReport:
     watchdog_cancels: int = 0  # CancelCustomJob calls
     duplicate_jobs_cancelled: int = 0  # duplicates of an attempt's job, cancelled and noted
     alerts_sent: int = 0
+    data_waits_checked: int = 0  # runs WAITING_DATA whose data the tick checked
+    data_waits: Mapping[str, int] = field(default_factory=dict)  # per DataCheck value
     jobs_not_listed: tuple[str, ...] = ()
     errors: tuple[str, ...] = ()
 
@@ -221,6 +224,8 @@ def reconcile(services: Services, now: datetime) -> ReconcileReport:
     for snapshot in (*snapshots, *owing):
         if snapshot.run.run_id not in applied:  # ensured already, on the freshly recorded run
             tick.ensure_actions(snapshot)
+    data = data_checks.check_waiting_data(services, snapshots, now)
+    tick.errors.extend(data.errors)
     left = next_state(state, now, last_read=page.last, pace=tick.pace)
     if not _put_state(services, left):
         tick.errors.append("writing the reconciler state failed: see the WARNING line")
@@ -246,6 +251,8 @@ def reconcile(services: Services, now: datetime) -> ReconcileReport:
         watchdog_cancels=tick.cancels,
         duplicate_jobs_cancelled=tick.duplicates_cancelled,
         alerts_sent=tick.alerts_sent,
+        data_waits_checked=data.checked,
+        data_waits=dict(data.results),
         jobs_not_listed=plan.unlisted,
         errors=tuple(tick.errors),
     )

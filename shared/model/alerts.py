@@ -57,6 +57,7 @@ class AlertReason(enum.StrEnum):
     RETRIES_EXHAUSTED = "retries_exhausted"  # the retry policy gave up
     DUPLICATE_JOB = "duplicate_job"  # two jobs found for one attempt: one must be cancelled
     TEMPLATE_GONE = "template_gone"  # a job of a run whose template left the config failed
+    DATA_TIMEOUT = "data_timeout"  # the run's data was not complete within data_timeout
 
 
 @dataclass(frozen=True)

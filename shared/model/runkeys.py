@@ -41,6 +41,15 @@ def dataset_run_key(bucket: str, prefix: str, completing_generation: int) -> str
     return f"gcs:{bucket}/{directory}@{completing_generation}"
 
 
+def dataset_version_run_key(bucket: str, prefix: str, version: int) -> str:
+    """One version of a marker-less dataset (``completion: quiet``) is one run.
+
+    ``prefix`` is the dataset's directory with its trailing slash; ``version`` counts from 1
+    (``after_start: new_run`` opens the next one for objects written after a run started).
+    """
+    return f"gcs-dataset:{bucket}/{prefix}#{version}"
+
+
 def request_run_key(message_id: str, idempotency_key: str | None) -> str:
     """A job request is keyed by its sender's ``idempotency_key``, else by its message ID.
 

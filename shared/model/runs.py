@@ -43,6 +43,8 @@ The document (field names as stored)::
     no_placement_skips                 list of skips (as an attempt's): why each placement
                                        could not take the run when its last walk found none
                                        (absent: none; emptied once a job is recorded)
+    data_wait                          null, or the data the run waited (or waits, while
+                                       WAITING_DATA) for: ``shared.model.data_waits``
     created_at, updated_at             timestamps
     job_ids                            derived, never read back: the numeric ids of the
                                        attempts' jobs (``customJobs/ID``), for the job-state
@@ -58,6 +60,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from shared.model.data_waits import DataWait, data_wait_from_document, data_wait_to_document
 from shared.model.errors import PermanentError, TransientError
 from shared.model.jobstates import JobStateName
 from shared.model.jobstates import is_terminal as is_terminal_job_state
@@ -104,6 +107,7 @@ class LedgerRejected(PermanentError):
 class RunStatus(enum.StrEnum):
     """Where a run stands. Only the job-state function moves a run past SUBMITTED."""
 
+    WAITING_DATA = "WAITING_DATA"  # its dataset is not complete yet (data_wait says what)
     ACCEPTED = "ACCEPTED"  # recorded; no attempt claimed yet
     SUBMITTING = "SUBMITTING"  # an attempt's intent is recorded; its job may or may not exist
     SUBMITTED = "SUBMITTED"  # the job exists and waits for machines (queued, pending)
@@ -251,6 +255,9 @@ class Run:
     # as an attempt's skips; a walk that claimed an attempt records them there instead):
     # emptied when a job is recorded or an operator reopens the run.
     no_placement_skips: tuple[PlacementSkip, ...] = ()
+    # The data the run waits for (WAITING_DATA), or waited for: a quiet dataset's version, or a
+    # manifest's missing files. None: its trigger was complete on arrival.
+    data_wait: DataWait | None = None
     created_at: datetime | None = None  # set by open_run
     updated_at: datetime | None = None  # set by every write
 
@@ -494,6 +501,24 @@ def with_status(run: Run, status: RunStatus, next_retry: RetryPlan | None = None
     return replace(run, status=status, next_retry=next_retry)
 
 
+def with_data_wait(run: Run, wait: DataWait) -> Run:
+    """``run``'s data wait updated (a manifest's missing files, a dataset's latest version),
+    its status unchanged."""
+    return replace(run, data_wait=wait)
+
+
+def with_data_ready(run: Run, wait: DataWait, published_at: datetime) -> Run:
+    """A run WAITING_DATA whose data is complete (``wait``, completed): ACCEPTED, so its first
+    attempt may start; unchanged when already past the wait. The caller publishes the first
+    attempt's retry next: ``published_at`` is noted as a recovery publish, so the reconciler's
+    never-claimed recovery publishes again only if that one is not claimed in time."""
+    if run.status is not RunStatus.WAITING_DATA:
+        return run
+    return replace(
+        run, status=RunStatus.ACCEPTED, data_wait=wait, recovery_published_at=published_at
+    )
+
+
 def with_placement_wait(
     run: Run,
     next_retry: RetryPlan,
@@ -593,7 +618,7 @@ def with_retry_published(run: Run, republish_at: datetime) -> Run:
     return replace(run, next_retry=replace(run.next_retry, at=republish_at))
 
 
-WAITING_STATUSES = frozenset({RunStatus.ACCEPTED, RunStatus.WAITING_RETRY})
+WAITING_STATUSES = frozenset({RunStatus.WAITING_DATA, RunStatus.ACCEPTED, RunStatus.WAITING_RETRY})
 """A run in one of these has no job and no claimed attempt: cancelling it is a ledger write."""
 
 
@@ -699,6 +724,7 @@ def run_to_document(run: Run) -> dict[str, Any]:
         "recovery_published_at": run.recovery_published_at,
         "no_placement_since": run.no_placement_since,
         "no_placement_skips": [_skip_to_document(skip) for skip in run.no_placement_skips],
+        "data_wait": data_wait_to_document(run.data_wait) if run.data_wait else None,
         "created_at": run.created_at,
         "updated_at": run.updated_at,
         ACTIONS_OWED_FIELD: bool(owed_actions(run)),  # derived, for the reconciler's query
@@ -731,6 +757,7 @@ def run_from_document(document: Mapping[str, Any]) -> Run:
         no_placement_skips=tuple(
             _skip_from_document(skip) for skip in document.get("no_placement_skips") or ()
         ),
+        data_wait=data_wait_from_document(document.get("data_wait")),
         created_at=document.get("created_at"),
         updated_at=document.get("updated_at"),
     )
