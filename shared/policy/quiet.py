@@ -1,0 +1,64 @@
+"""When a marker-less dataset is complete, and what that lets a shard's event skip.
+
+A dataset (``completion: quiet``) is complete when no object under it has been written for
+``quiet_for`` and at least ``min_objects`` exist. One fact follows, and both sides lean on it:
+**a dataset whose newest object was written at T cannot be complete before T + quiet_for.**
+
+- The reconciler lists a waiting dataset's directory only once that time has passed
+  (``worth_listing``): a directory still being written costs no listing per tick.
+- Dispatch reads the ledger for the first shard of a dataset it sees, and then skips the read for
+  every later shard written before ``horizon`` (``arrival_is_covered``): whichever way the
+  reconciler decides, such a shard is in the version it decides on. The proof: the reconciler
+  completes a version at time L only if its listing at L, which holds every object written
+  before L, shows the newest one at least ``quiet_for`` before L. A shard written at t < H, where
+  H is the horizon, was either written before L (then it is in the listing, so in the version),
+  or after L, which needs L <= t < H, impossible since nothing known to this instance lets the
+  dataset be complete before H. ``HORIZON_MARGIN`` covers the clocks of Cloud Storage and the
+  functions not agreeing to the second.
+
+Pure: times in, decisions out.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from shared.config.model import QuietRule
+
+HORIZON_MARGIN = timedelta(seconds=15)
+"""How much earlier than ``newest + quiet_for`` a shard must be written for dispatch to skip its
+read: clocks of Cloud Storage and of the functions may differ by this much."""
+
+
+def earliest_completion(newest_object: datetime, rule: QuietRule) -> datetime:
+    """The first moment a dataset whose newest object was written at ``newest_object`` may be
+    complete."""
+    return newest_object + rule.quiet_for
+
+
+def is_complete(
+    objects: int, newest_object: datetime | None, now: datetime, rule: QuietRule
+) -> bool:
+    """Whether a dataset of ``objects`` objects, the newest written at ``newest_object``, is
+    complete at ``now``."""
+    if newest_object is None or objects < rule.min_objects:
+        return False
+    return now >= earliest_completion(newest_object, rule)
+
+
+def worth_listing(newest_seen: datetime | None, now: datetime, rule: QuietRule) -> bool:
+    """Whether listing the dataset at ``now`` can find it complete, given the newest object an
+    earlier listing saw (None: never listed)."""
+    return newest_seen is None or now >= earliest_completion(newest_seen, rule)
+
+
+def horizon(written: datetime, rule: QuietRule) -> datetime:
+    """After an object written at ``written`` was seen under a waiting dataset: shards written
+    before this time belong to the version that is waiting now."""
+    return written + rule.quiet_for - HORIZON_MARGIN
+
+
+def arrival_is_covered(written: datetime | None, known_horizon: datetime | None) -> bool:
+    """Whether a shard written at ``written`` is surely in the waiting version whose horizon is
+    ``known_horizon`` (so dispatch need not read the ledger for it)."""
+    return written is not None and known_horizon is not None and written < known_horizon
