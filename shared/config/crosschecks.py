@@ -14,11 +14,12 @@ from collections.abc import Collection, Mapping
 
 from shared.config.model import GcsRoute, PubSubRoute, Route, ScheduleRoute, Template
 from shared.config.placeholders import (
-    FIELDS_BY_ROUTE_KIND,
     RENDER_FIELDS,
+    SHARD_FIELDS,
     TRIGGER_FIELDS,
     placeholder_names,
     placeholders_in,
+    route_fields,
 )
 from shared.config.problems import Problems, child, item
 
@@ -95,11 +96,20 @@ def _check_route_template(
     if isinstance(route, PubSubRoute):
         return  # the request may fill the template's declared params
     kind = KIND_BY_ROUTE_TYPE[type(route)]
-    available = RENDER_FIELDS | FIELDS_BY_ROUTE_KIND[kind] | set(route.params)
+    available = RENDER_FIELDS | route_fields(route) | set(route.params)
     used = set(placeholder_names(template.display_name))
     used |= {name for _, name in placeholders_in(template.job_spec)}
     fillable = set(template.params) | TRIGGER_FIELDS  # other names: the template's own problem
     for name in sorted((used & fillable) - available):
+        if isinstance(route, GcsRoute) and route.quiet is not None and name in SHARD_FIELDS:
+            problems.add(
+                child(path, "template"),
+                f"template {template.name!r} uses {{{name}}}, which a completion: quiet route "
+                "does not carry: its run starts when a whole directory is quiet, and one "
+                f"object's {name} would mean nothing; use {{dataset_uri}} or {{dirname}}, or "
+                "another template",
+            )
+            continue
         problems.add(
             child(path, "params"),
             f"template {template.name!r} uses {{{name}}}, which "

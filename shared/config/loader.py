@@ -24,6 +24,7 @@ from shared.config.guards import check_template, read_guards
 from shared.config.model import DEFAULT_JOB_EVENTS_TOPIC_ID, Config, Route, Template
 from shared.config.placements import REGION, REGION_RULE
 from shared.config.problems import Problems, child, item
+from shared.config.quiet import read_data_timeout
 from shared.config.routes import read_route
 from shared.config.spot import check_spot_gpus
 from shared.config.templates import TemplateContext, read_template
@@ -41,7 +42,7 @@ TOP_LEVEL_KEYS = frozenset(
     {"project", "region", "alerts_topic", "requests_topic", "completions_topic"}
     | {"job_events_topic", "watchdog_grace", "reconcile_max_runs", "alert_webhook"}
     | {"no_placement_alert", "no_placement_give_up"}
-    | {"cooldown"}
+    | {"cooldown", "data_timeout"}
     | {"guards", "routes", "templates"}
 )
 FileReader = Callable[[str], str]  # a reference as written in the config -> the file's text
@@ -83,6 +84,7 @@ def parse_config(
     alert_webhook = read_alert_webhook(top.get("alert_webhook"), "alert_webhook", problems)
     no_placement_alert, no_placement_give_up = read_no_placement_limits(top, problems)
     cooldown = read_top_cooldown(top.get("cooldown"), "cooldown", problems)
+    data_timeout = read_data_timeout(top.get("data_timeout"), "data_timeout", problems)
     guards = read_guards(top.get("guards"), "guards", problems)
     context = TemplateContext(
         project=project, region=region, read_file=read_file or read_file_beside(base_dir)
@@ -110,6 +112,7 @@ def parse_config(
         no_placement_alert=no_placement_alert,
         no_placement_give_up=no_placement_give_up,
         cooldown=cooldown,
+        data_timeout=data_timeout,
         alert_webhook=alert_webhook,
         guards=guards,
         routes=tuple(routes.values()),

@@ -16,12 +16,19 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping
 
+from shared.config.model import GcsRoute, PubSubRoute, Route
+
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 PARAM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 PARAM_NAME_RULE = "letters, digits and _, not starting with a digit, at most 63 characters"
 
 RENDER_FIELDS = frozenset({"run_id", "attempt", "template", "project", "region"})
 GCS_FIELDS = frozenset({"bucket", "object", "dirname", "basename", "generation", "dataset_uri"})
+# A quiet dataset is complete when its directory is: no one object is the trigger, so the fields
+# of one (the first shard's name, basename, generation) would mean nothing. Its ``dataset``
+# pattern's names are its fields too (``quiet_fields``).
+QUIET_FIELDS = frozenset({"bucket", "dirname", "dataset_uri"})
+SHARD_FIELDS = GCS_FIELDS - QUIET_FIELDS
 PUBSUB_FIELDS = frozenset({"message_id"})
 SCHEDULE_FIELDS = frozenset({"message_id", "schedule", "schedule_time"})
 TRIGGER_FIELDS = GCS_FIELDS | PUBSUB_FIELDS | SCHEDULE_FIELDS
@@ -47,6 +54,22 @@ FILLED_FIELDS_HINT = (
     "placeholders are filled only in display_name, args, env values, base_output_dir and "
     "experiment_run"
 )
+
+
+def quiet_fields(dataset: str) -> frozenset[str]:
+    """The trigger fields of a ``completion: quiet`` route whose ``dataset`` pattern is
+    ``dataset``: ``QUIET_FIELDS`` and the pattern's names."""
+    return QUIET_FIELDS | set(placeholder_names(dataset))
+
+
+def route_fields(route: Route) -> frozenset[str]:
+    """The trigger fields ``route``'s runs carry, besides those dispatch fills on every run
+    (``RENDER_FIELDS``)."""
+    if isinstance(route, GcsRoute):
+        return quiet_fields(route.quiet.dataset) if route.quiet is not None else GCS_FIELDS
+    if isinstance(route, PubSubRoute):
+        return PUBSUB_FIELDS
+    return SCHEDULE_FIELDS
 
 
 def placeholder_names(text: str) -> list[str]:

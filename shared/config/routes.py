@@ -6,6 +6,10 @@ Each route has a ``name`` and exactly one trigger kind::
       gcs: {bucket: acme-datasets, match: "imagenet/*/_SUCCESS", completion: marker}
       template: resnet-a100
       params: {dataset_uri: "gs://{bucket}/{dirname}/"}
+    - name: exports                                  # no marker: complete once quiet for 10m
+      gcs: {bucket: acme-exports, match: "exports/*/**", completion: quiet,
+            dataset: "exports/{date}/", quiet_for: 10m, min_objects: 100}
+      template: resnet-a100
     - name: on-request
       pubsub: {attributes: {kind: train}}            # the request body names the template
     - name: nightly
@@ -13,7 +17,8 @@ Each route has a ``name`` and exactly one trigger kind::
       template: resnet-a100
 
 Glob and matching semantics are ``shared.decode.routing``'s; this module checks shapes and names.
-The checks that need the templates too are in ``crosschecks``.
+The keys of ``completion: quiet`` and its ``dataset`` pattern are ``quiet``'s. The checks that
+need the templates too are in ``crosschecks``.
 """
 
 from __future__ import annotations
@@ -39,13 +44,21 @@ from shared.config.placeholders import (
     PARAM_NAME,
     PARAM_NAME_RULE,
     RENDER_FIELDS,
+    SHARD_FIELDS,
     placeholder_names,
+    route_fields,
 )
 from shared.config.problems import Problems, child
+from shared.config.quiet import (
+    QUIET_KEYS,
+    coverage_problem,
+    parse_dataset_pattern,
+    read_quiet_rule,
+)
 
 ROUTE_KINDS = ("gcs", "pubsub", "schedule")
 ROUTE_KEYS = frozenset({"name", "template", "params", *ROUTE_KINDS})
-GCS_KEYS = frozenset({"bucket", "match", "completion"})
+GCS_KEYS = frozenset({"bucket", "match", "completion", *QUIET_KEYS})
 PUBSUB_KEYS = frozenset({"attributes", "body_field", "body_value"})
 SCHEDULE_KEYS = frozenset({"name", "cron"})
 COMPLETIONS = {completion.value: completion for completion in Completion}
@@ -82,15 +95,21 @@ def read_route(value: object, path: str, problems: Problems) -> Route | None:
     template = read_text(
         route.get("template"), child(path, "template"), problems, required=kind != "pubsub"
     )
-    params = _route_params(route.get("params"), child(path, "params"), kind, problems)
+    params_path = child(path, "params")
+    params = _route_params(route.get("params"), params_path, problems)
+    kind_path = child(path, kind)
+    built: Route | None
+    named, fixed = name or "", template or ""  # a route without them is dropped below
+    if kind == "gcs":
+        built = _gcs_route(route[kind], kind_path, problems, named, fixed, params)
+    elif kind == "pubsub":
+        built = _pubsub_route(route[kind], kind_path, problems, named, template, params)
+    else:
+        built = _schedule_route(route[kind], kind_path, problems, named, fixed, params)
+    _check_param_placeholders(params, params_path, kind, built, problems)
     if name is None or (template is None and kind != "pubsub"):
         return None
-    kind_path = child(path, kind)
-    if kind == "gcs":
-        return _gcs_route(route[kind], kind_path, problems, name, template or "", params)
-    if kind == "pubsub":
-        return _pubsub_route(route[kind], kind_path, problems, name, template, params)
-    return _schedule_route(route[kind], kind_path, problems, name, template or "", params)
+    return built
 
 
 def _gcs_route(
@@ -114,7 +133,17 @@ def _gcs_route(
         )
     if match is not None and match.startswith("/"):
         problems.add(child(path, "match"), "object names have no leading /; remove it")
+    quiet = read_quiet_rule(gcs, path, problems, quiet=completion is Completion.QUIET)
+    if quiet is not None and match is not None:
+        uncovered = coverage_problem(parse_dataset_pattern(quiet.dataset), match)
+        if uncovered is not None:
+            problems.add(
+                child(path, "dataset"),
+                f"{quiet.dataset!r} does not cover match {match!r}: {uncovered}",
+            )
     if bucket is None or match is None or completion is None:
+        return None
+    if completion is Completion.QUIET and quiet is None:
         return None
     return GcsRoute(
         name=name,
@@ -123,6 +152,7 @@ def _gcs_route(
         template=template,
         completion=completion,
         params=params,
+        quiet=quiet,
     )
 
 
@@ -187,26 +217,45 @@ def _schedule_route(
     )
 
 
-def _route_params(value: object, path: str, kind: str, problems: Problems) -> dict[str, str]:
-    """``param: pattern``; a pattern may use only the fields its kind of trigger carries."""
+def _route_params(value: object, path: str, problems: Problems) -> dict[str, str]:
+    """``param: pattern``; the names dispatch fills itself cannot be set."""
     if value is None:
         return {}
     params = (
         read_text_map(value, path, problems, key_pattern=PARAM_NAME, key_rule=PARAM_NAME_RULE) or {}
     )
-    available = FIELDS_BY_ROUTE_KIND[kind] | {"run_id"}
-    for param, pattern in params.items():
+    for param in params:
         if param in RENDER_FIELDS:
             problems.add(
                 child(path, param),
                 f"{param!r} is filled by dispatch on every run and "
                 "cannot be set by a route; choose another name",
             )
+    return params
+
+
+def _check_param_placeholders(
+    params: dict[str, str], path: str, kind: str, built: Route | None, problems: Problems
+) -> None:
+    """A parameter's pattern may use only the fields its trigger carries (``route_fields``)."""
+    if kind == "gcs" and not isinstance(built, GcsRoute):
+        return  # too broken to tell a quiet route from another: its own problems say why
+    available = route_fields(built) if built is not None else FIELDS_BY_ROUTE_KIND[kind]
+    available |= {"run_id"}
+    for param, pattern in params.items():
         for name in placeholder_names(pattern):
-            if name not in available:
+            if name in available:
+                continue
+            if isinstance(built, GcsRoute) and built.quiet is not None and name in SHARD_FIELDS:
+                problems.add(
+                    child(path, param),
+                    f"{{{name}}} is not a field of a completion: quiet route: its run starts "
+                    "when a whole directory is quiet, and one object's (the first shard's) "
+                    f"{name} would mean nothing; use one of {', '.join(sorted(available))}",
+                )
+            else:
                 problems.add(
                     child(path, param),
                     f"{{{name}}} is not a field of a {kind} "
                     f"trigger; use one of {', '.join(sorted(available))}",
                 )
-    return params
