@@ -20,8 +20,9 @@ from shared.config.placements import (
     RESERVATION_KEYS,
     SPOT_KEYS,
 )
+from shared.config.quiet import AFTER_START_NAMES, QUIET_KEYS
 from shared.config.retry import BACKOFF_KEYS, RETRY_KEYS, RETRYABLE_NAMES
-from shared.config.routes import GCS_KEYS, PUBSUB_KEYS, ROUTE_KEYS
+from shared.config.routes import COMPLETIONS, GCS_KEYS, PUBSUB_KEYS, ROUTE_KEYS
 from shared.config.shorthand import (
     ACCELERATOR_KEYS,
     BOOT_DISK_TYPES,
@@ -74,6 +75,11 @@ def test_schema_keys_match_the_loader(schema_object: dict, loader_keys: Collecti
         (DEFS["retry"]["properties"]["retry_on"]["items"]["enum"], RETRYABLE_NAMES),
         (DEFS["worker_pool"]["properties"]["disk"]["properties"]["type"]["enum"], BOOT_DISK_TYPES),
         (DEFS["alert_webhook"]["properties"]["format"]["enum"], FORMAT_NAMES),
+        (DEFS["route"]["properties"]["gcs"]["properties"]["completion"]["enum"], COMPLETIONS),
+        (
+            DEFS["route"]["properties"]["gcs"]["properties"]["after_start"]["enum"],
+            AFTER_START_NAMES,
+        ),
         (
             DEFS["retry"]["properties"]["retry_on"]["default"],
             [kind.value for kind in RetryPolicy().retry_on],
@@ -90,3 +96,12 @@ def test_schema_has_one_entry_per_placement_kind() -> None:
     for kind in ("flex_start", "spot", "on_demand", "reservation"):
         inner = KIND[kind]["properties"][kind]["properties"]
         assert "machine" in inner and inner["machine"] == {"$ref": "#/$defs/machine_override"}
+
+
+def test_the_schema_says_which_gcs_keys_need_completion_quiet() -> None:
+    gcs = DEFS["route"]["properties"]["gcs"]
+    (rule,) = gcs["allOf"]
+    assert rule["if"]["properties"]["completion"] == {"const": "quiet"}
+    assert rule["then"] == {"required": ["dataset"]}
+    quiet_only = {key for entry in rule["else"]["not"]["anyOf"] for key in entry["required"]}
+    assert quiet_only == set(QUIET_KEYS) == GCS_KEYS - {"bucket", "match", "completion"}
