@@ -318,6 +318,14 @@ def _plan_text(plan: Plan) -> str:
             f"manifest: {plan.manifest_uri} (not read: dispatch checks that every file it lists "
             "exists before creating the job)"
         )
+    if plan.quiet:
+        captures = ", ".join(
+            f"{name} = {value}" for name, value in sorted(plan.quiet.captures.items())
+        )
+        lines += [
+            f"dataset: {plan.quiet.dataset_uri}" + (f" ({captures})" if captures else ""),
+            f"waits: {plan.quiet.waiting_text()}",
+        ]
     for placement in plan.placements:
         lines += ["", *_placement_text(placement)]
     lines += ["", f"verdict: {plan.verdict.value}: {_plan_conclusion(plan)}"]
@@ -342,6 +350,11 @@ def _plan_conclusion(plan: Plan) -> str:
     first = plan.placements[0] if plan.placements else None
     if first is None:
         return "the template has no placement"
+    if first.valid and plan.quiet:
+        return (
+            f"dispatch would record the dataset as waiting; once it is quiet, the job on "
+            f"placement[{first.index}] would be created if its live checks pass"
+        )
     if first.valid:
         return f"dispatch would create the job on placement[{first.index}] if its live checks pass"
     return (
@@ -361,6 +374,7 @@ def _plan_document(plan: Plan) -> dict[str, Any]:
         "run_id": plan.run_id,
         "params": dict(plan.params),
         "manifest_uri": plan.manifest_uri,
+        "quiet": _quiet_document(plan),
         "placements": [
             {
                 "index": placement.index,
@@ -373,6 +387,19 @@ def _plan_document(plan: Plan) -> dict[str, Any]:
             }
             for placement in plan.placements
         ],
+    }
+
+
+def _quiet_document(plan: Plan) -> dict[str, Any] | None:
+    if plan.quiet is None:
+        return None
+    return {
+        "dataset_uri": plan.quiet.dataset_uri,
+        "captures": dict(plan.quiet.captures),
+        "quiet_for": plan.quiet.quiet_for,
+        "min_objects": plan.quiet.min_objects,
+        "after_start": plan.quiet.after_start,
+        "waiting": plan.quiet.waiting_text(),
     }
 
 

@@ -7,6 +7,13 @@ for each placement of the template's chain and validates it with the offline rul
 writes no ledger entry, calls no Vertex AI or Pub/Sub API and reads no persistent resource or
 manifest: the live checks are listed as skipped in the ``Plan`` instead.
 
+An object of a ``completion: quiet`` route starts nothing by itself: it opens or joins its
+dataset, which waits until no object under it was written for ``quiet_for``. Its ``Plan`` says
+which dataset (``QuietPlan``: the directory, the pattern's captures, the rule) and shows the job
+the dataset's run would submit once quiet, with ``{dataset_uri}`` the directory. Cloud Storage is
+not listed: how many objects the dataset holds and when it will be quiet is ``vertex-dispatch
+status``'s to show.
+
 Like dispatch, an event that matches no route is answered before ``aiplatform_v1`` (about 2 s) is
 imported: ``shared.policy.jobspec`` and ``shared.validation`` are imported only once a route
 matched.
@@ -25,9 +32,11 @@ from typing import TYPE_CHECKING, Any, Final
 from cloudevents import exceptions as cloudevent_errors
 from cloudevents.http import CloudEvent, from_json
 
+from shared.config.durations import describe_duration
 from shared.config.model import (
     Config,
     FlexStartPlacement,
+    GcsRoute,
     PersistentResourcePlacement,
     Placement,
     ReservationPlacement,
@@ -35,8 +44,9 @@ from shared.config.model import (
     Template,
 )
 from shared.decode import events, routing
+from shared.decode.datasets import dataset_of
 from shared.model.errors import ConfigError, MalformedEvent, PermanentError
-from shared.model.triggers import RetryRequest
+from shared.model.triggers import ObjectFinalized, RetryRequest, Trigger
 from shared.policy.records import describe_placement, describe_trigger
 
 if TYPE_CHECKING:
@@ -106,6 +116,27 @@ class PlacementPlan:
 
 
 @dataclass(frozen=True)
+class QuietPlan:
+    """The dataset an object of a ``completion: quiet`` route opens or joins, and its rule."""
+
+    dataset_uri: str  # gs://BUCKET/DIRECTORY/, the run's {dataset_uri}
+    captures: Mapping[str, str]  # the dataset pattern's names, e.g. {"date": "2026-12-01"}
+    quiet_for: str  # as users write it: "10m"
+    min_objects: int
+    after_start: str  # "ignore" | "new_run"
+
+    def waiting_text(self) -> str:
+        """One sentence: what the object does and when the run starts."""
+        at_least = f" and at least {self.min_objects} exist" if self.min_objects > 1 else ""
+        return (
+            f"this object opens or joins the dataset {self.dataset_uri}, which waits "
+            f"(WAITING_DATA) until no object under it was written for {self.quiet_for}{at_least}; "
+            "then its run submits the job below, once (objects written after it started: "
+            f"{self.after_start})"
+        )
+
+
+@dataclass(frozen=True)
 class Plan:
     """Everything ``vertex-dispatch plan`` prints about one event."""
 
@@ -118,6 +149,7 @@ class Plan:
     run_id: str = ""
     params: Mapping[str, str] = field(default_factory=dict)
     manifest_uri: str | None = None  # dispatch checks the files it lists before creating a job
+    quiet: QuietPlan | None = None  # completion: quiet: the run waits for its dataset to be quiet
     placements: tuple[PlacementPlan, ...] = ()
 
 
@@ -283,7 +315,30 @@ def plan_event(
         run_id=match.run_id,
         params=dict(match.params),
         manifest_uri=match.manifest_uri,
+        quiet=_quiet_plan(config, match.route, trigger),
         placements=placements,
+    )
+
+
+def _quiet_plan(config: Config, route_name: str, trigger: Trigger) -> QuietPlan | None:
+    """The dataset ``trigger``'s object opens or joins, when its route is ``completion: quiet``."""
+    chosen = next((route for route in config.routes if route.name == route_name), None)
+    if not isinstance(chosen, GcsRoute) or chosen.quiet is None:
+        return None
+    assert isinstance(trigger, ObjectFinalized)  # only objects take a gcs route
+    found = dataset_of(chosen.quiet.dataset, trigger.name)
+    if found is None:  # dispatch refuses it too: routing.route raises before this on its side
+        raise ConfigError(
+            f"{config.source}: route {chosen.name!r}: object gs://{trigger.bucket}/{trigger.name} "
+            f"matches its match {chosen.match!r} but lies under no directory its dataset "
+            f"{chosen.quiet.dataset!r} names"
+        )
+    return QuietPlan(
+        dataset_uri=f"gs://{trigger.bucket}/{found.prefix}",
+        captures=dict(found.captures),
+        quiet_for=describe_duration(chosen.quiet.quiet_for),
+        min_objects=chosen.quiet.min_objects,
+        after_start=chosen.quiet.after_start.value,
     )
 
 

@@ -235,6 +235,10 @@ OBJECT_NAMES: Final[Mapping[str, tuple[str, st.SearchStrategy[str]]]] = {
         ),
     ),
     "eval-shards": ("acme-eval", segments.map(lambda stem: f"incoming/{stem}.tfrecord")),
+    "nightly-export": (
+        "acme-datasets",
+        st.builds(lambda day, stem: f"exports/{day}/part-{stem}.parquet", dataset_dirs, segments),
+    ),
 }
 
 

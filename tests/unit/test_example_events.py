@@ -20,6 +20,7 @@ REQUESTS_TOPIC = "projects/acme-ml/topics/training-requests"
 EXPECTED = {
     "success-marker.json": ("valid", "imagenet-daily", "resnet-a100", EXIT_OK),
     "shard.json": ("no_route", "", "", EXIT_NO_ROUTE),
+    "export-shard.json": ("valid", "nightly-export", "llm-finetune", EXIT_OK),
     "job-request.json": ("valid", "on-request", "resnet-a100", EXIT_OK),
     "scheduler-tick.json": ("valid", "nightly", "resnet-a100", EXIT_OK),
     "llm-request.json": ("valid", "on-request", "llm-finetune", EXIT_OK),
@@ -47,6 +48,28 @@ def test_plan_gives_each_example_event_its_verdict(
         template,
         status,
     )
+
+
+def test_plan_says_a_quiet_shard_waits_for_its_dataset(capsys: pytest.CaptureFixture[str]) -> None:
+    event = str(EVENTS / "export-shard.json")
+
+    assert main(["plan", "--config", EXAMPLE_CONFIG, "--event", event]) == EXIT_OK
+    lines = capsys.readouterr().out.splitlines()
+    assert "dataset: gs://acme-datasets/exports/2026-12-01/ (date = 2026-12-01)" in lines
+    assert any(line.startswith("waits: this object opens or joins the dataset") for line in lines)
+    assert lines[-1] == (
+        "verdict: valid: dispatch would record the dataset as waiting; once it is quiet, the job "
+        "on placement[0] would be created if its live checks pass"
+    )
+
+    assert main(["plan", "--config", EXAMPLE_CONFIG, "--event", event, "--json"]) == EXIT_OK
+    quiet = json.loads(capsys.readouterr().out)["quiet"]
+    assert {key: quiet[key] for key in ("dataset_uri", "captures", "quiet_for", "min_objects")} == {
+        "dataset_uri": "gs://acme-datasets/exports/2026-12-01/",
+        "captures": {"date": "2026-12-01"},
+        "quiet_for": "10m",
+        "min_objects": 64,
+    }
 
 
 def _readme_plan_commands() -> list[str]:

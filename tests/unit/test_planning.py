@@ -6,6 +6,7 @@ import base64
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -16,8 +17,8 @@ from functions_framework import event_conversion
 
 from shared.adapters.config_source import load_config
 from shared.config.loader import parse_config
-from shared.config.model import Config
-from shared.model.errors import MalformedEvent
+from shared.config.model import Config, GcsRoute, QuietRule
+from shared.model.errors import ConfigError, MalformedEvent
 from shared.model.runkeys import dataset_run_key, run_id
 from tooling.planning import (
     LIVE_CHECKS_FLEX_START,
@@ -28,6 +29,7 @@ from tooling.planning import (
     Plan,
     PlanUsageError,
     PlanVerdict,
+    QuietPlan,
     cloud_event_from_json,
     plan_event,
     plan_event_json,
@@ -85,6 +87,7 @@ def message_event(body: object, attributes: dict[str, str]) -> CloudEvent:
 
 
 MARKER = "imagenet/2026-12-01/_SUCCESS"
+EXPORT_SHARD = "exports/2026-12-01/part-00042.parquet"
 
 PLANS = [
     pytest.param(
@@ -137,6 +140,14 @@ PLANS = [
         "dws-seed-gcloud",
         1,
         id="scheduler-tick-on-the-seed-gcloud-config",
+    ),
+    pytest.param(
+        object_event("acme-datasets", EXPORT_SHARD),
+        PlanVerdict.VALID,
+        "nightly-export",
+        "llm-finetune",
+        5,
+        id="shard-of-a-quiet-route-plans-its-datasets-run",
     ),
     pytest.param(
         object_event("acme-datasets", "imagenet/2026-12-01/part-00001.tfrecord"),
@@ -273,6 +284,54 @@ def test_a_chain_of_every_kind_plans_each_kinds_scheduling(config: Config) -> No
 def test_a_manifest_route_names_the_manifest_it_does_not_read(config: Config) -> None:
     plan = plan_event(config, object_event("acme-datasets", "corpus/2026/12/manifest.json"))
     assert plan.manifest_uri == "gs://acme-datasets/corpus/2026/12/manifest.json"
+
+
+def test_only_a_quiet_route_plans_a_dataset(config: Config) -> None:
+    assert plan_event(config, object_event("acme-datasets", MARKER)).quiet is None
+    assert plan_event(config, object_event("acme-eval", "incoming/a.tfrecord")).quiet is None
+
+
+def test_a_quiet_shard_names_its_dataset_and_the_job_its_run_submits_once_quiet(
+    config: Config,
+) -> None:
+    plan = plan_event(config, object_event("acme-datasets", EXPORT_SHARD))
+    directory = "gs://acme-datasets/exports/2026-12-01/"
+    assert plan.quiet == QuietPlan(
+        dataset_uri=directory,
+        captures={"date": "2026-12-01"},
+        quiet_for="10m",
+        min_objects=64,
+        after_start="new_run",
+    )
+    assert plan.quiet.waiting_text() == (
+        f"this object opens or joins the dataset {directory}, which waits (WAITING_DATA) until "
+        "no object under it was written for 10m and at least 64 exist; then its run submits the "
+        "job below, once (objects written after it started: new_run)"
+    )
+    assert plan.params["dataset_uri"] == directory
+    jobs = [json.loads(placement.job_json or "{}") for placement in plan.placements]
+    assert {job["jobSpec"]["workerPoolSpecs"][0]["containerSpec"]["args"][0] for job in jobs} == {
+        f"--data={directory}"
+    }
+
+
+def test_a_quiet_route_with_one_object_and_the_default_rule_says_no_count(config: Config) -> None:
+    route = next(r for r in config.routes if r.name == "nightly-export")
+    assert isinstance(route, GcsRoute) and route.quiet is not None
+    plain = replace(route, quiet=QuietRule(dataset=route.quiet.dataset))
+    plan = plan_event(replace(config, routes=(plain,)), object_event("acme-datasets", EXPORT_SHARD))
+    assert plan.quiet is not None
+    assert (plan.quiet.min_objects, plan.quiet.after_start) == (1, "ignore")
+    assert "written for 10m; then its run" in plan.quiet.waiting_text()
+
+
+def test_an_object_of_a_quiet_route_under_no_dataset_is_the_configs_fault(config: Config) -> None:
+    # The loader refuses a dataset that does not cover match; a Config built by hand may not.
+    route = next(r for r in config.routes if r.name == "nightly-export")
+    assert isinstance(route, GcsRoute) and route.quiet is not None
+    stray = replace(route, match="exports/*")
+    with pytest.raises(ConfigError, match="lies under no directory"):
+        plan_event(replace(config, routes=(stray,)), object_event("acme-datasets", "exports/a"))
 
 
 @pytest.mark.parametrize(
