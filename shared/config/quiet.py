@@ -78,10 +78,11 @@ class DatasetPattern:
 
 
 def read_quiet_rule(
-    gcs: Mapping[str, Any], path: str, problems: Problems, *, quiet: bool
+    gcs: Mapping[str, Any], path: str, problems: Problems, *, quiet: bool, match: str | None
 ) -> QuietRule | None:
-    """The route's ``QuietRule`` when its completion is quiet; otherwise each quiet key it sets
-    is a problem (it would silently do nothing)."""
+    """The route's ``QuietRule`` when its completion is quiet, its ``dataset`` covering
+    ``match`` (when that could be read); otherwise each quiet key it sets is a problem (it would
+    silently do nothing)."""
     if not quiet:
         for key in QUIET_KEYS:
             if gcs.get(key) is not None:
@@ -93,6 +94,14 @@ def read_quiet_rule(
                 )
         return None
     dataset = read_dataset_pattern(gcs.get("dataset"), child(path, "dataset"), problems)
+    if dataset is not None and match is not None:
+        uncovered = coverage_problem(dataset, match)
+        if uncovered is not None:
+            problems.add(
+                child(path, "dataset"),
+                f"{dataset.text!r} does not cover match {match!r}: {uncovered}",
+            )
+            dataset = None
     quiet_for = read_quiet_for(gcs.get("quiet_for"), child(path, "quiet_for"), problems)
     min_objects = read_int(gcs.get("min_objects"), child(path, "min_objects"), problems, minimum=1)
     after_start = read_after_start(gcs.get("after_start"), child(path, "after_start"), problems)

@@ -49,12 +49,7 @@ from shared.config.placeholders import (
     route_fields,
 )
 from shared.config.problems import Problems, child
-from shared.config.quiet import (
-    QUIET_KEYS,
-    coverage_problem,
-    parse_dataset_pattern,
-    read_quiet_rule,
-)
+from shared.config.quiet import QUIET_KEYS, read_quiet_rule
 
 ROUTE_KINDS = ("gcs", "pubsub", "schedule")
 ROUTE_KEYS = frozenset({"name", "template", "params", *ROUTE_KINDS})
@@ -133,14 +128,7 @@ def _gcs_route(
         )
     if match is not None and match.startswith("/"):
         problems.add(child(path, "match"), "object names have no leading /; remove it")
-    quiet = read_quiet_rule(gcs, path, problems, quiet=completion is Completion.QUIET)
-    if quiet is not None and match is not None:
-        uncovered = coverage_problem(parse_dataset_pattern(quiet.dataset), match)
-        if uncovered is not None:
-            problems.add(
-                child(path, "dataset"),
-                f"{quiet.dataset!r} does not cover match {match!r}: {uncovered}",
-            )
+    quiet = read_quiet_rule(gcs, path, problems, quiet=completion is Completion.QUIET, match=match)
     if bucket is None or match is None or completion is None:
         return None
     if completion is Completion.QUIET and quiet is None:

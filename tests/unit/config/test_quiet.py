@@ -161,6 +161,16 @@ def test_each_broken_quiet_rule_is_reported_at_its_key(
     assert any(path == reported_at and says in message for path, message in found), found
 
 
+def test_every_broken_quiet_key_is_reported_at_once() -> None:
+    config = quiet_config(match="exports/**", quiet_for="30s", min_objects=0, after_start="x")
+    assert {path for path, _ in problems_of(config)} == {
+        f"{GCS}.dataset",
+        f"{GCS}.quiet_for",
+        f"{GCS}.min_objects",
+        f"{GCS}.after_start",
+    }
+
+
 @pytest.mark.parametrize("key", ["dataset", "quiet_for", "min_objects", "after_start"])
 @pytest.mark.parametrize("completion", ["marker", "manifest", "every_object"])
 def test_quiet_keys_with_another_completion_say_they_need_quiet(key: str, completion: str) -> None:
