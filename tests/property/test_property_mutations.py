@@ -128,7 +128,8 @@ def check_valid(shape: Shape, outcome: Outcome) -> None:
             else f"gs://{trigger.bucket}/{directory}/"
         )
         assert outcome.params["dataset_uri"] == expected_uri
-        assert outcome.params["object"] == trigger.name
+        if shape.route != "nightly-export":  # a quiet route's run is its dataset's, no object's
+            assert outcome.params["object"] == trigger.name
     if isinstance(trigger, ScheduleTick):
         assert outcome.params["schedule"] == shape.doc["body"]["schedule"]
     if isinstance(trigger, RetryRequest):
