@@ -20,6 +20,17 @@ horizon of a version this instance saw waiting is in that version (``policy.quie
 proof), and one of a started version is placed by its cutoff alone, except a late one under
 ``new_run``, which must read who opened the next version.
 
+The horizon holds against the reconciler (which starts a version only once its directory has
+been quiet) and against ``data_timeout`` (which ends one only after nothing was written for
+``data_timeout``, longer than ``quiet_for``), but not against an operator's ``cancel``: an
+instance that saw the version waiting still takes objects written before its horizon, at most
+``quiet_for`` after the newest it saw, as the cancelled version's; the first object after that
+(or any object on another instance) opens the next version.
+
+An object is placed against the newest version only: one written before an earlier version's
+cutoff but delivered (again) while a later version waits joins the waiting one, which writes
+nothing either (the reconciler counts the directory's objects, not the events).
+
 An object whose event carries no time is placed as if written at the moment it is handled: the
 latest it can have been written.
 
