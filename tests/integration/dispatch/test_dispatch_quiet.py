@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 from cloudevents.http import CloudEvent
-from dispatch_test_support import CONFIG, STORAGE_FINALIZED, VertexAdmin
+from dispatch_test_support import CONFIG, STORAGE_FINALIZED, AlertsReader, VertexAdmin
 
 from emulator_stack import LOCAL_PROJECT, FirestoreEmulator
 from shared.adapters import clients
@@ -304,3 +304,22 @@ def test_a_version_that_ended_without_starting_is_closed_and_a_later_object_open
     )
     first = ledger.get_run(first_id).run
     assert (first.status, first.data_wait.latest_version) == (RunStatus.CANCELLED, 2)
+
+
+def test_an_object_under_no_dataset_directory_is_rejected_and_alerted_once(
+    ledger: CountingLedger, alerts: AlertsReader, fresh_name: Callable[[str], str]
+) -> None:
+    # match takes objects right under exports/, which the dataset pattern does not cover (the
+    # loader refuses that; a Config built by hand may not).
+    services = quiet_services(ledger, AfterStart.IGNORE)
+    name = f"exports/{fresh_name('loose')}.parquet"
+    event = shard(name, datetime.now(UTC), 11)
+
+    first, again = dispatch_event(event, services), dispatch_event(event, services)
+
+    assert (first.outcome, again.outcome) == (DispatchOutcome.REJECTED, DispatchOutcome.REJECTED)
+    assert first.run_id == again.run_id
+    assert "no directory its dataset" in first.detail and name in first.detail
+    assert ledger.get_run(first.run_id).run.status is RunStatus.REJECTED
+    [alert] = alerts.pull()
+    assert alert["body"]["run_id"] == first.run_id
