@@ -144,13 +144,14 @@ def _full_run(
     return cold
 
 
-WORKLOAD_NAMES = ("warm", "burst", "reconcile", "reconcile_round")
+WORKLOAD_NAMES = ("warm", "burst", "quiet_burst", "reconcile", "reconcile_round")
 
 
 def _size(args: argparse.Namespace, name: str) -> int:
     return {
         "warm": args.submissions,
         "burst": args.shards,
+        "quiet_burst": args.shards,
         "reconcile": args.runs,
         "reconcile_round": args.round_runs,
     }[name]

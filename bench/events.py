@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+from datetime import datetime
 from typing import Any
 
 from cloudevents.http import CloudEvent
@@ -42,6 +43,13 @@ def object_finalized(name: str, generation: int, bucket: str = BUCKET) -> CloudE
 def shard(index: int, generation: int) -> CloudEvent:
     """One data shard of the dataset: matches no route."""
     return object_finalized(f"{DATASET_PREFIX}/train-{index:05d}-of-10000.tfrecord", generation)
+
+
+def quiet_shard(name: str, generation: int, written: datetime) -> CloudEvent:
+    """A shard of a ``completion: quiet`` dataset, written at ``written`` (the event's time)."""
+    event = object_finalized(name, generation)
+    event["time"] = written.isoformat().replace("+00:00", "Z")
+    return event
 
 
 def marker(generation: int, prefix: str = DATASET_PREFIX) -> CloudEvent:

@@ -289,6 +289,41 @@ def burst_rows(burst: Mapping[str, Any] | None) -> list[Row]:
     ]
 
 
+QUIET_LEDGER_WRITES_MAX = 5  # per dataset, whatever its object count (issue 16); dispatch's: 1
+
+
+def quiet_burst_rows(quiet: Mapping[str, Any] | None) -> list[Row]:
+    """Rows of section (3b): one instance under one quiet dataset's shards."""
+    title = "(3b) quiet burst"
+    if not quiet:
+        return [Row(title, "", "", Verdict.NOT_RUN)]
+    return [
+        Row(
+            f"{title}: quiet-route shard events per second",
+            f"{quiet['events_per_second']:,.0f}/s ({quiet['shards']:,} shards x 2 deliveries, "
+            "out of order, one at a time)",
+            f">= {BURST_EVENTS_PER_SECOND_MIN:,}/s",
+            _verdict(quiet["events_per_second"] >= BURST_EVENTS_PER_SECOND_MIN),
+        ),
+        Row(
+            f"{title}: ledger writes by dispatch for the dataset",
+            f"{quiet['ledger_writes']} ({quiet['ledger_reads']} reads; run written after its "
+            f"create: {quiet['run_written_after_create']}; outcomes {quiet['outcomes']})",
+            f"<= {QUIET_LEDGER_WRITES_MAX} per dataset in all (reconciler's included)",
+            _verdict(
+                quiet["ledger_writes"] <= QUIET_LEDGER_WRITES_MAX
+                and not quiet["run_written_after_create"]
+            ),
+        ),
+        Row(
+            f"{title}: jobs created",
+            f"{quiet['jobs_created']}",
+            "0 (the reconciler starts the run once the dataset is quiet)",
+            _verdict(quiet["jobs_created"] == 0),
+        ),
+    ]
+
+
 def reconcile_rows(reconcile: Mapping[str, Any] | None) -> list[Row]:
     """Rows of section (4): one reconcile tick over many active runs."""
     title = "(4) reconcile"
@@ -353,6 +388,7 @@ SECTIONS: tuple[tuple[str, Callable[[Any], list[Row]]], ...] = (
     ("cold_start", cold_rows),
     ("warm", warm_rows),
     ("burst", burst_rows),
+    ("quiet_burst", quiet_burst_rows),
     ("reconcile", reconcile_rows),
     ("reconcile_round", reconcile_round_rows),
 )

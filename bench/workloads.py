@@ -1,4 +1,4 @@
-"""The warm-path, burst and reconcile workloads, each run in a fresh process of its own.
+"""The warm-path, burst, quiet-burst and reconcile workloads, each in a fresh process of its own.
 
 ``python -m bench.workloads NAME SIZE`` runs one workload against the emulators the environment
 names (the driver, ``bench.__main__``, starts them and resets them between workloads) and prints
@@ -168,6 +168,89 @@ def burst(shards: int) -> dict[str, Any]:
         "outcomes": dict(outcomes),
         "jobs_created": vertex_log.request_counts()["CreateCustomJob"],
         "peak_rss_after_shards_mib": rss_after_shards,
+        "peak_rss_mib": peak_rss_mib(),
+    }
+
+
+# --- quiet burst -----------------------------------------------------------------------------
+
+QUIET_QUIET_FOR_MINUTES = 10
+QUIET_MAX_GAP_SECONDS = 1.0  # between two shards' write times: ~3 hours for 10,000 shards
+QUIET_SPREAD = 60.0  # seconds: how late each delivery of a shard's event may come
+
+
+def quiet_burst(shards: int) -> dict[str, Any]:
+    """``shards`` shards of one ``completion: quiet`` dataset, each delivered twice and out of
+    order (up to ``QUIET_SPREAD`` seconds late), to one instance, one at a time: events per
+    second, and the ledger calls they cost (counted at the gRPC channel: ``Commit`` is a write,
+    ``BatchGetDocuments`` a read)."""
+    import dataclasses
+    import random
+    from datetime import UTC, timedelta
+
+    from bench import callcount
+
+    callcount.install()
+    _quiet_logs()
+    from shared.config.model import Completion, GcsRoute, QuietRule
+    from shared.handlers.dispatch import dispatch_event
+    from shared.handlers.services import Services, default_services
+    from shared.model.runkeys import dataset_version_run_key, run_id
+
+    base = default_services()
+    template = next(iter(base.config.templates))
+    route = GcsRoute(  # built in code: the bench's YAML keeps its one marker route
+        name="bench-quiet",
+        bucket=events.BUCKET,
+        match="exports/**",
+        template=template,
+        completion=Completion.QUIET,
+        quiet=QuietRule(
+            dataset="exports/{date}/", quiet_for=timedelta(minutes=QUIET_QUIET_FOR_MINUTES)
+        ),
+    )
+    services = Services(dataclasses.replace(base.config, routes=(route, *base.config.routes)))
+    prefix = f"exports/{uuid.uuid4().hex[:12]}/"
+    rng = random.Random(16)
+    written = datetime.now(UTC) - timedelta(hours=4)
+    arrivals = []
+    for index in range(shards):
+        written += timedelta(seconds=rng.uniform(0, QUIET_MAX_GAP_SECONDS))
+        event = events.quiet_shard(f"{prefix}part-{index:05d}.parquet", index + 1, written)
+        # Delivered as written, but each of its two deliveries up to QUIET_SPREAD seconds late:
+        # out of order within that spread, as Eventarc delivers. (A full shuffle would flatter
+        # the memory: one object near the end would cover nearly all the others.)
+        for _delivery in range(2):
+            arrivals.append((written + timedelta(seconds=rng.uniform(0, QUIET_SPREAD)), event))
+    deliveries = [event for _, event in sorted(arrivals, key=lambda pair: pair[0])]
+    vertex_log.clear_requests()
+    firestore = os.environ[FIRESTORE_VARIABLE]
+    callcount.reset()
+    outcomes: Counter[str] = Counter()
+    started = time.perf_counter()
+    for event in deliveries:
+        outcomes[_outcome(dispatch_event(event, services))] += 1
+    seconds = time.perf_counter() - started
+    methods = callcount.methods_to(firestore)
+    from shared.adapters import clients
+    from shared.adapters.ledger import DEFAULT_COLLECTION
+
+    the_run_id = run_id(dataset_version_run_key(events.BUCKET, prefix, 1))
+    client = clients.firestore_client(base.config.project)
+    document = client.collection(DEFAULT_COLLECTION).document(the_run_id).get()
+    return {
+        "shards": shards,
+        "events": len(deliveries),
+        "events_per_second": len(deliveries) / seconds,
+        "seconds": seconds,
+        "quiet_for_minutes": QUIET_QUIET_FOR_MINUTES,
+        "outcomes": dict(outcomes),
+        "ledger_writes": methods.get("Commit", 0),
+        "ledger_reads": methods.get("BatchGetDocuments", 0),
+        "ledger_calls_by_method": methods,
+        "run_status": (document.to_dict() or {}).get("status"),
+        "run_written_after_create": document.update_time != document.create_time,
+        "jobs_created": vertex_log.request_counts()["CreateCustomJob"],
         "peak_rss_mib": peak_rss_mib(),
     }
 
@@ -403,6 +486,7 @@ def reconcile_round(runs: int) -> dict[str, Any]:
 WORKLOADS: dict[str, Callable[[int], dict[str, Any]]] = {
     "warm": warm_path,
     "burst": burst,
+    "quiet_burst": quiet_burst,
     "reconcile": reconcile_at_scale,
     "reconcile_round": reconcile_round,
 }

@@ -494,6 +494,37 @@ class Ledger:
         only if it is still ``current`` (else ``LedgerConflict``: another tick did it)."""
         return self._write_if_unchanged(current, with_data_ready(current.run, wait, at))
 
+    def open_dataset_version(self, first: RunSnapshot, run: Run, version: int) -> RunSnapshot:
+        """Open ``run``, version ``version`` (>= 2) of a quiet dataset, and note it as the
+        dataset's ``latest_version`` on version 1's run ``first``: one atomic batch, which
+        creates ``run`` only if absent and touches ``first`` only if still ``first`` (its
+        ``data_wait.latest_version`` and ``updated_at``, nothing else). ``LedgerConflict``
+        when either precondition fails: another delivery opened it, or version 1 changed since
+        it was read; re-read version 1 to see which.
+        """
+        now = self._clock()
+        created = replace(run, created_at=now, updated_at=now)
+        batch = self._client.batch()
+        batch.create(self._document(run.run_id), run_to_document(created))
+        batch.update(
+            self._document(first.run.run_id),
+            {"data_wait.latest_version": version, "updated_at": now},
+            option=self._client.write_option(last_update_time=first.update_time),
+        )
+        try:
+            with _translated_errors("create", run.run_id):
+                results = batch.commit(retry=_WRITE_RETRY, timeout=CALL_TIMEOUT_SECONDS)
+        except (
+            api_exceptions.AlreadyExists,
+            api_exceptions.FailedPrecondition,
+            api_exceptions.NotFound,
+        ) as error:
+            raise LedgerConflict(
+                f"version {version} of run {first.run.run_id}'s dataset was opened, or that "
+                "run changed, since it was read; read it again"
+            ) from error
+        return RunSnapshot(created, results[0].update_time)
+
     def record_recovery_published(self, current: RunSnapshot, at: datetime) -> RunSnapshot:
         """Note that the reconciler published a retry to recover ``current`` at ``at``; only if
         the run is still ``current`` (else ``LedgerConflict``: dispatch moved it meanwhile)."""

@@ -7,6 +7,10 @@ of a few regex matches. Routes are tried in config order; the first match wins.
   In globs ``*`` and ``?`` stay within one path segment, ``**`` crosses ``/`` (``**/`` also matches
   no directory at all), ``[abc]``/``[!abc]`` are character classes, everything else is literal.
   So ``imagenet/*/_SUCCESS`` matches ``imagenet/2026-12-01/_SUCCESS`` but none of its shards.
+  On a ``completion: quiet`` route an object names no run of its own: it belongs to the dataset
+  directory the route's ``dataset`` pattern finds (``shared.decode.datasets``), and the
+  dataset's versions are the runs (``dataset_version_match``); an object that ``match`` takes
+  but that lies under no dataset directory is refused (``DatasetNotFound``).
 - A job request matches a ``PubSubRoute`` when every attribute the route names is equal and, if
   the route names a body field, that field equals ``body_value`` (or is present and not null when
   ``body_value`` is None).
@@ -35,14 +39,17 @@ from shared.config.model import (
     Config,
     GcsRoute,
     PubSubRoute,
+    QuietRule,
     Route,
     ScheduleRoute,
     Template,
 )
 from shared.config.placeholders import PLACEHOLDER, RENDER_FIELDS
+from shared.decode.datasets import dataset_of
 from shared.model.errors import ConfigError, PermanentError
 from shared.model.runkeys import (
     dataset_run_key,
+    dataset_version_run_key,
     object_run_key,
     request_run_key,
     rfc3339,
@@ -58,6 +65,33 @@ class RequestRejected(PermanentError):
     headline = "the job request was refused"
 
 
+class DatasetNotFound(ConfigError):
+    """An object a quiet route's ``match`` takes lies under no directory its ``dataset``
+    pattern names: the route's two keys disagree (the loader refuses such a config; a config
+    built by hand may not)."""
+
+    headline = "the object belongs to no dataset of its route"
+
+
+@dataclass(frozen=True)
+class QuietDataset:
+    """The dataset a quiet route's object belongs to: enough to name any version's run."""
+
+    route: GcsRoute  # its ``quiet`` is set
+    bucket: str
+    prefix: str  # the dataset's directory, ending in "/"
+    captures: Mapping[str, str]
+
+    @property
+    def rule(self) -> QuietRule:
+        assert self.route.quiet is not None  # a QuietDataset is made only for quiet routes
+        return self.route.quiet
+
+    @property
+    def uri(self) -> str:
+        return f"gs://{self.bucket}/{self.prefix}"
+
+
 @dataclass(frozen=True)
 class RouteMatch:
     """What a trigger starts: a template, its parameters, and the run's identity."""
@@ -68,6 +102,8 @@ class RouteMatch:
     run_key: str
     run_id: str
     manifest_uri: str | None = None  # gs:// URI of the manifest to verify (manifest completion)
+    # completion: quiet: the dataset the object belongs to; the fields above are its version 1
+    dataset: QuietDataset | None = None
 
 
 MAX_PARAM_VALUE_CHARS = 1024
@@ -142,6 +178,8 @@ def _route_object(trigger: ObjectFinalized, config: Config) -> RouteMatch | None
 
 
 def _object_match(gcs_route: GcsRoute, trigger: ObjectFinalized, config: Config) -> RouteMatch:
+    if gcs_route.quiet is not None:
+        return dataset_version_match(_quiet_dataset(gcs_route, trigger, config), 1, config)
     dirname, basename = posixpath.split(trigger.name)
     object_uri = f"gs://{trigger.bucket}/{trigger.name}"
     if gcs_route.completion is Completion.EVERY_OBJECT:
@@ -169,6 +207,46 @@ def _object_match(gcs_route: GcsRoute, trigger: ObjectFinalized, config: Config)
         run_key=run_key,
         run_id=the_run_id,
         manifest_uri=object_uri if gcs_route.completion is Completion.MANIFEST else None,
+    )
+
+
+def _quiet_dataset(gcs_route: GcsRoute, trigger: ObjectFinalized, config: Config) -> QuietDataset:
+    assert gcs_route.quiet is not None
+    found = dataset_of(gcs_route.quiet.dataset, trigger.name)
+    if found is None:
+        raise DatasetNotFound(
+            f"{config.source}: route {gcs_route.name!r}: object gs://{trigger.bucket}/"
+            f"{trigger.name} matches its match {gcs_route.match!r} but lies under no directory "
+            f"its dataset {gcs_route.quiet.dataset!r} names; make dataset cover every object "
+            "match can match (or narrow match)"
+        )
+    return QuietDataset(gcs_route, trigger.bucket, found.prefix, found.captures)
+
+
+def dataset_version_match(dataset: QuietDataset, version: int, config: Config) -> RouteMatch:
+    """The run of version ``version`` (1, 2, ...) of a quiet route's dataset.
+
+    Its parameters are the pattern's captures, then the built-ins ``run_id``, ``bucket``,
+    ``dirname`` (the directory without its trailing ``/``) and ``dataset_uri`` (with it), then
+    the route's params over both. None names one object: a shard's name, basename or generation
+    would be the first shard's, which means nothing for a dataset.
+    """
+    run_key = dataset_version_run_key(dataset.bucket, dataset.prefix, version)
+    the_run_id = run_id(run_key)
+    builtins = {
+        **dataset.captures,
+        "run_id": the_run_id,
+        "bucket": dataset.bucket,
+        "dirname": dataset.prefix.removesuffix("/"),
+        "dataset_uri": dataset.uri,
+    }
+    return RouteMatch(
+        route=dataset.route.name,
+        template=dataset.route.template,
+        params=_with_route_params(builtins, dataset.route, config),
+        run_key=run_key,
+        run_id=the_run_id,
+        dataset=dataset,
     )
 
 

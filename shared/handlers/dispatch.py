@@ -31,7 +31,7 @@ from shared.model.errors import (
     human_message,
 )
 from shared.model.results import DispatchOutcome, DispatchResult
-from shared.model.triggers import JobRequest, RetryRequest, Trigger
+from shared.model.triggers import JobRequest, ObjectFinalized, RetryRequest, Trigger
 
 if TYPE_CHECKING:
     from shared.adapters.ledger import Run, RunSnapshot
@@ -51,6 +51,11 @@ def dispatch_event(cloud_event: CloudEvent, services: Services | None = None) ->
         if match is None:
             log(logger, logging.DEBUG, "event matches no route", event_id=cloud_event["id"])
             return DispatchResult(DispatchOutcome.IGNORED)
+        if match.dataset is not None:  # completion: quiet: the object opens or joins a dataset
+            from shared.handlers import quiet_arrivals
+
+            assert isinstance(trigger, ObjectFinalized)
+            return quiet_arrivals.arrive(services, trigger, match)
         if match.manifest_uri is not None:
             _check_manifest(match.manifest_uri)
         return _start_run(services, trigger, match)

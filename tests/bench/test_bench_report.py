@@ -171,6 +171,34 @@ def test_burst_targets(results: dict[str, Any], figure: str, expected: Verdict) 
     assert verdicts(report.burst_rows(results), figure) == [expected]
 
 
+def quiet_burst(events_per_second: float, writes: int, rewritten: bool, jobs: int) -> dict:
+    return {
+        "shards": 10_000,
+        "events": 20_000,
+        "events_per_second": events_per_second,
+        "outcomes": {"waiting_data": 20_000},
+        "ledger_writes": writes,
+        "ledger_reads": 30,
+        "run_written_after_create": rewritten,
+        "jobs_created": jobs,
+    }
+
+
+@pytest.mark.parametrize(
+    ("results", "figure", "expected"),
+    [
+        (quiet_burst(5_000, 1, False, 0), "events per second", Verdict.MET),
+        (quiet_burst(999, 1, False, 0), "events per second", Verdict.MISSED),
+        (quiet_burst(5_000, 1, False, 0), "ledger writes", Verdict.MET),
+        (quiet_burst(5_000, 6, False, 0), "ledger writes", Verdict.MISSED),
+        (quiet_burst(5_000, 1, True, 0), "ledger writes", Verdict.MISSED),
+        (quiet_burst(5_000, 1, False, 1), "jobs created", Verdict.MISSED),
+    ],
+)
+def test_quiet_burst_targets(results: dict[str, Any], figure: str, expected: Verdict) -> None:
+    assert verdicts(report.quiet_burst_rows(results), figure) == [expected]
+
+
 def reconcile(calls: int) -> dict[str, Any]:
     return {
         "runs": 2000,
@@ -240,6 +268,7 @@ def test_sections_missing_from_the_results_are_not_run() -> None:
         *report.SCENARIO_TITLES.values(),
         "(2) warm path",
         "(3) burst",
+        "(3b) quiet burst",
         "(4) reconcile",
         "(5) reconcile round",
     ]
