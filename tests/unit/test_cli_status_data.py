@@ -292,3 +292,19 @@ def test_without_access_to_cloud_storage_a_listing_says_why_instead_of_failing(
     assert isinstance(reason, str) and reason.startswith("Cloud Storage not read: ")
     assert "credentials were not found" in reason
     assert listings[route_gone.run_id] == "route 'gone' is not in config c.yaml"
+
+
+def test_waiting_with_all_is_refused_before_any_client(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from cli_test_support import EXAMPLE_CONFIG
+
+    from tooling import main
+
+    def built(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("a Google Cloud client was built")
+
+    monkeypatch.setattr(clients, "firestore_client", built)
+
+    assert main(["status", "--waiting", "--all", "--config", EXAMPLE_CONFIG]) == 1
+    assert "--waiting lists the runs waiting for data: leave out --all" in capsys.readouterr().err
