@@ -8,6 +8,10 @@ They read the ledger (Firestore) named by the config; ``retry`` publishes on the
 for its shape before any client is built (a usage error, exit 2), and each command refuses, with
 what to do instead, what the ledger shows cannot work: retrying a run refused before any template
 was chosen or whose template the config lost, cancelling a run that has already ended.
+
+Under a run WAITING_DATA, ``status`` says what data it waits for and when it will have it
+(``tooling.data_status``: a quiet dataset is counted live in Cloud Storage, since the ledger keeps
+no per-shard count); ``--waiting`` lists only those runs.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ if TYPE_CHECKING:
     from shared.adapters.ledger import Ledger, Run, RunSnapshot
     from shared.config.model import Config
     from shared.model.cooldowns import Cooldown
+    from tooling.data_status import WaitView
 
 CONFIG_ENV: Final = "VERTEX_DISPATCH_CONFIG"
 OPERATOR_CONFIG_HELP: Final = f"{CONFIG_HELP} (default: ${CONFIG_ENV})"
@@ -83,6 +88,14 @@ def add_operator_commands(commands: argparse._SubParsersAction) -> None:
         "--all",
         action="store_true",
         help="include finished runs (with --placements: cooldowns that ended too)",
+    )
+    status.add_argument(
+        "--waiting",
+        action="store_true",
+        help=(
+            "only the runs waiting for their data (WAITING_DATA): a quiet dataset (counted live "
+            "in Cloud Storage) or a manifest's missing files"
+        ),
     )
     status.add_argument(
         "--placements",
@@ -179,7 +192,12 @@ def _run_status(args: argparse.Namespace) -> int:
         return EXIT_PROBLEMS
     if args.placements:
         return _placements_status(args, config)
+    if args.waiting and args.all:
+        fail("status", "--waiting lists the runs waiting for data: leave out --all")
+        return EXIT_PROBLEMS
     statuses = list(RunStatus) if args.all else [s for s in RunStatus if not s.is_terminal()]
+    if args.waiting:
+        statuses = [RunStatus.WAITING_DATA]
     missing: list[str] = []
     try:
         ledger = _operator_ledger(config)
@@ -192,10 +210,14 @@ def _run_status(args: argparse.Namespace) -> int:
     except (DispatchError, GoogleAuthError) as error:
         return _operator_failure("status", error)
     runs = sorted((s.run for s in snapshots), key=_created_key, reverse=True)
+    if args.waiting:  # runs named by id are shown only if they wait too
+        runs = [run for run in runs if run.status is RunStatus.WAITING_DATA]
+    now = utc_now()
+    waits = data_waits_of(config, runs, now)
     if args.json:
-        print_json({"runs": [run_document(run) for run in runs]})
+        print_json({"runs": [run_document(run, waits.get(run.run_id)) for run in runs]})
     else:
-        print(status_table(runs, utc_now()))
+        print(status_table(runs, now, waits))
     for run_id in missing:
         fail("status", f"run {run_id} is not in the ledger; `status --all` lists runs")
     return EXIT_PROBLEMS if missing else EXIT_OK
@@ -273,13 +295,41 @@ def _created_key(run: Run) -> str:
     return run.created_at.isoformat() if run.created_at else ""
 
 
-def status_table(runs: Sequence[Run], now: datetime) -> str:
-    """The runs as an aligned text table, one line per run (its last attempt shown)."""
+def data_waits_of(config: Config, runs: Sequence[Run], now: datetime) -> dict[str, WaitView]:
+    """What each run of ``runs`` WAITING_DATA waits for, its quiet datasets listed live in Cloud
+    Storage (``tooling.data_status``)."""
+    from tooling.data_status import quiet_rule_of, read_listings, wait_view
+
+    listings = read_listings(config, runs)
+    views: dict[str, WaitView] = {}
+    for run in runs:
+        route, _ = quiet_rule_of(config, run.route)
+        rule = route.quiet if route is not None else None
+        view = wait_view(run, rule, listings.get(run.run_id), now, config.data_timeout)
+        if view is not None:
+            views[run.run_id] = view
+    return views
+
+
+def status_table(
+    runs: Sequence[Run], now: datetime, waits: Mapping[str, WaitView] | None = None
+) -> str:
+    """The runs as an aligned text table, one line per run (its last attempt shown); under a
+    run waiting for data, indented lines saying what it waits for (``waits``, by run id)."""
+    waits = waits or {}
     rows = [STATUS_COLUMNS, *(_status_row(run, now) for run in runs)]
     widths = [max(len(row[i]) for row in rows) for i in range(len(STATUS_COLUMNS))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)) for row in rows]
+    shown = [lines[0].rstrip()]
+    for run, line in zip(runs, lines[1:], strict=True):
+        shown.append(line.rstrip())
+        view = waits.get(run.run_id)
+        shown.extend(f"  {detail}" for detail in (view.lines if view else ()))
     footer = f"{len(runs)} run{'s' if len(runs) != 1 else ''}"
-    return "\n".join([*(line.rstrip() for line in lines), footer])
+    waiting = sum(1 for run in runs if run.status.value == "WAITING_DATA")
+    if waiting:
+        footer += f", {waiting} waiting for data"
+    return "\n".join([*shown, footer])
 
 
 def _status_row(run: Run, now: datetime) -> tuple[str, ...]:
@@ -320,11 +370,15 @@ def _placement_text_of(record: Mapping[str, Any]) -> str:
     return f"pool {record.get('persistent_resource', '?')}"
 
 
-def run_document(run: Run) -> dict[str, Any]:
-    """A run as `status --json` prints it: the ledger document, timestamps as RFC 3339."""
+def run_document(run: Run, wait: WaitView | None = None) -> dict[str, Any]:
+    """A run as `status --json` prints it: the ledger document, timestamps as RFC 3339; a run
+    waiting for data has ``waiting_for`` too (``tooling.data_status``: counted live)."""
     from shared.adapters.ledger import run_to_document
 
-    return json.loads(json.dumps(run_to_document(run), default=_json_default))
+    document = run_to_document(run)
+    if wait is not None:
+        document["waiting_for"] = dict(wait.document)
+    return json.loads(json.dumps(document, default=_json_default))
 
 
 def _json_default(value: object) -> str:
