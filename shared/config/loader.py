@@ -24,7 +24,7 @@ from shared.config.guards import check_template, read_guards
 from shared.config.model import DEFAULT_JOB_EVENTS_TOPIC_ID, Config, Route, Template
 from shared.config.placements import REGION, REGION_RULE
 from shared.config.problems import Problems, child, item
-from shared.config.quiet import read_data_timeout
+from shared.config.quiet import check_quiet_against_data_timeout, read_data_timeout
 from shared.config.routes import read_route
 from shared.config.spot import check_spot_gpus
 from shared.config.templates import TemplateContext, read_template
@@ -97,6 +97,7 @@ def parse_config(
     routes = _routes(top.get("routes"), problems)
     declared = top.get("templates")
     check_routes(routes, templates, declared if isinstance(declared, Mapping) else {}, problems)
+    check_quiet_against_data_timeout(routes, data_timeout, problems)
     problems.raise_if_any(source)
     return Config(
         project=project,

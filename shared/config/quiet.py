@@ -53,10 +53,12 @@ from shared.config.model import (
     DEFAULT_QUIET_FOR,
     MIN_QUIET_FOR,
     AfterStart,
+    GcsRoute,
     QuietRule,
+    Route,
 )
 from shared.config.placeholders import BUILTIN_NAMES, PARAM_NAME, PLACEHOLDER
-from shared.config.problems import Problems, child
+from shared.config.problems import Problems, child, item
 
 QUIET_KEYS = ("dataset", "quiet_for", "min_objects", "after_start")
 AFTER_START_NAMES = {choice.value: choice for choice in AfterStart}
@@ -163,6 +165,23 @@ def read_data_timeout(value: object, path: str, problems: Problems) -> timedelta
         )
         return DEFAULT_DATA_TIMEOUT
     return length
+
+
+def check_quiet_against_data_timeout(
+    routes: Mapping[int, Route], data_timeout: timedelta, problems: Problems
+) -> None:
+    """Each quiet route's ``quiet_for`` is shorter than ``data_timeout``: a dataset must be able
+    to go quiet before its run gives up waiting (and dispatch's memory of a waiting version,
+    ``policy.quiet.horizon``, relies on a version not ending within one quiet period)."""
+    for index, route in routes.items():
+        if isinstance(route, GcsRoute) and route.quiet is not None:
+            if route.quiet.quiet_for >= data_timeout:
+                problems.add(
+                    child(child(item("routes", index), "gcs"), "quiet_for"),
+                    f"{describe_duration(route.quiet.quiet_for)} is not shorter than "
+                    f"data_timeout ({describe_duration(data_timeout)}): such a dataset would give up before it could "
+                    "go quiet; shorten quiet_for or lengthen data_timeout",
+                )
 
 
 # --- the dataset pattern ---------------------------------------------------------------------

@@ -116,6 +116,14 @@ def test_an_object_the_match_takes_but_no_dataset_holds_is_a_config_error(name: 
     assert "nightly-export" in message and repr(RULE.dataset) in message and name in message
 
 
+def test_a_folder_object_named_as_a_dataset_directory_starts_nothing() -> None:
+    # The Cloud Console's "create folder" writes exports/2026-12-01/ as an empty object.
+    assert route(finalized("exports/2026-12-01/", "acme-exports"), QUIET_CONFIG) is None
+    # A folder object deeper down is a shard like any other object of the dataset.
+    deeper = route(finalized("exports/2026-12-01/sub/", "acme-exports"), QUIET_CONFIG)
+    assert deeper is not None and deeper.run_key == V1_KEY
+
+
 def test_a_quiet_routes_other_bucket_or_unmatched_object_matches_nothing() -> None:
     assert route(finalized("exports/2026-12-01/p.parquet", "other"), QUIET_CONFIG) is None
     assert route(finalized("imports/2026-12-01/p.parquet", "acme-exports"), QUIET_CONFIG) is None

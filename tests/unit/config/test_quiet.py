@@ -195,6 +195,21 @@ def test_a_broken_data_timeout_is_reported(value: object, says: str) -> None:
     assert any(path == "data_timeout" and says in message for path, message in found), found
 
 
+@pytest.mark.parametrize(
+    ("quiet_for", "data_timeout", "refused"),
+    [("10m", "24h", False), ("2h", "1h", True), ("1h", "1h", True), ("59m", "1h", False)],
+)
+def test_quiet_for_must_be_shorter_than_data_timeout(
+    quiet_for: str, data_timeout: str, refused: bool
+) -> None:
+    config = with_value(quiet_config(quiet_for=quiet_for), "data_timeout", data_timeout)
+    if not refused:
+        assert parse(config).data_timeout > quiet_route(config).quiet.quiet_for  # type: ignore[union-attr]
+        return
+    [message] = [message for path, message in problems_of(config) if path == f"{GCS}.quiet_for"]
+    assert "not shorter than data_timeout" in message
+
+
 # --- parameters and templates of a quiet route --------------------------------------------------
 
 
