@@ -58,6 +58,7 @@ class AlertReason(enum.StrEnum):
     DUPLICATE_JOB = "duplicate_job"  # two jobs found for one attempt: one must be cancelled
     TEMPLATE_GONE = "template_gone"  # a job of a run whose template left the config failed
     DATA_TIMEOUT = "data_timeout"  # the run's data was not complete within data_timeout
+    ROUTE_GONE = "route_gone"  # a run waiting for a quiet dataset whose route left the config
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,14 @@ A dataset (``completion: quiet``) is complete when no object under it has been w
   or after L, which needs L <= t < H, impossible since nothing known to this instance lets the
   dataset be complete before H. ``HORIZON_MARGIN`` covers the clocks of Cloud Storage and the
   functions not agreeing to the second.
+- A listing that found a dataset short of ``min_objects`` holds every object written before it:
+  only an object written after it can complete the dataset, and that one must then stay the
+  newest for ``quiet_for``. So the next listing worth making is ``quiet_for`` after the listing
+  (``quiet_from``), not every tick while the directory stays short.
+- Short of ``min_objects`` with nothing written for the config's ``data_timeout`` (counted from
+  when the wait began if nothing was written at all), a version is overdue (``data_overdue``).
+  One that has its objects but never goes quiet (written to for ever) is not: it is still
+  arriving.
 
 Pure: times in, decisions out.
 """
@@ -50,6 +58,53 @@ def worth_listing(newest_seen: datetime | None, now: datetime, rule: QuietRule) 
     """Whether listing the dataset at ``now`` can find it complete, given the newest object an
     earlier listing saw (None: never listed)."""
     return newest_seen is None or now >= earliest_completion(newest_seen, rule)
+
+
+def quiet_from(
+    objects: int, newest_object: datetime | None, listed_at: datetime, rule: QuietRule
+) -> datetime:
+    """After a listing at ``listed_at`` found a dataset incomplete (``objects`` objects, the
+    newest written at ``newest_object``): the time ``quiet_for`` must pass from before a later
+    listing can find it complete (give it to ``worth_listing`` as ``newest_seen``).
+
+    With ``min_objects`` met it is the newest object's time. Short of it, only an object written
+    after the listing can complete the dataset, so it is the listing's time (less
+    ``HORIZON_MARGIN``: Cloud Storage's clock may be behind ours), or the newest object's time if
+    that is later."""
+    if newest_object is not None and objects >= rule.min_objects:
+        return newest_object
+    floor = listed_at - HORIZON_MARGIN
+    return floor if newest_object is None else max(floor, newest_object)
+
+
+def overdue_at(
+    objects: int,
+    newest_object: datetime | None,
+    since: datetime,
+    data_timeout: timedelta,
+    rule: QuietRule,
+) -> datetime | None:
+    """When a version that has ``objects`` objects, the newest written at ``newest_object``, and
+    has waited since ``since``, is overdue if nothing more is written; None while it has its
+    ``min_objects`` (it is then only waiting to go quiet)."""
+    if newest_object is not None and objects >= rule.min_objects:
+        return None
+    last_written = since if newest_object is None else max(since, newest_object)
+    return last_written + data_timeout
+
+
+def data_overdue(
+    objects: int,
+    newest_object: datetime | None,
+    since: datetime,
+    now: datetime,
+    data_timeout: timedelta,
+    rule: QuietRule,
+) -> bool:
+    """Whether the version has waited too long for its ``min_objects``: nothing written for
+    ``data_timeout`` (since the wait began, when nothing was written at all)."""
+    deadline = overdue_at(objects, newest_object, since, data_timeout, rule)
+    return deadline is not None and now >= deadline
 
 
 def horizon(written: datetime, rule: QuietRule) -> datetime:
