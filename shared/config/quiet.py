@@ -174,14 +174,14 @@ def check_quiet_against_data_timeout(
     to go quiet before its run gives up waiting (and dispatch's memory of a waiting version,
     ``policy.quiet.horizon``, relies on a version not ending within one quiet period)."""
     for index, route in routes.items():
-        if isinstance(route, GcsRoute) and route.quiet is not None:
-            if route.quiet.quiet_for >= data_timeout:
-                problems.add(
-                    child(child(item("routes", index), "gcs"), "quiet_for"),
-                    f"{describe_duration(route.quiet.quiet_for)} is not shorter than "
-                    f"data_timeout ({describe_duration(data_timeout)}): such a dataset would give up before it could "
-                    "go quiet; shorten quiet_for or lengthen data_timeout",
-                )
+        quiet_for = route.quiet.quiet_for if isinstance(route, GcsRoute) and route.quiet else None
+        if quiet_for is not None and quiet_for >= data_timeout:
+            problems.add(
+                child(child(item("routes", index), "gcs"), "quiet_for"),
+                f"{describe_duration(quiet_for)} is not shorter than data_timeout "
+                f"({describe_duration(data_timeout)}): such a dataset would give up before it "
+                "could go quiet; shorten quiet_for or lengthen data_timeout",
+            )
 
 
 # --- the dataset pattern ---------------------------------------------------------------------

@@ -22,6 +22,13 @@ shards (Firestore sustains about one write per second per document; an upload ma
    config's ``data_timeout`` (``policy.quiet.data_overdue``) → ``data_waits.data_timed_out``.
    Else it waits.
 
+5. with ``after_start: new_run``, once ready, the directory is listed once more: an object
+   written after the listing that decided, whose event dispatch handled before the cutoff was
+   written, joined the waiting version by dispatch's rule and opened nothing, so the newest such
+   object is placed again now, by dispatch's own path (``quiet_arrivals.arrive``), and opens the
+   next version (``_open_next_if_late``). Any event handled after the cutoff was written places
+   itself.
+
 A version's ledger writes: one to open it (dispatch), one to make it ready (here), then the
 first attempt's (claim, job) as any run's. Re-listing is safe: of two ticks (or instances) that
 find it complete, one wins the compare-and-set, the other's ``LedgerConflict`` leaves it be.
@@ -38,7 +45,8 @@ from typing import TYPE_CHECKING
 
 from shared.adapters import storage
 from shared.adapters.ledger import LedgerConflict, RunSnapshot, RunStatus
-from shared.config.model import GcsRoute, QuietRule
+from shared.config.model import AfterStart, GcsRoute, QuietRule
+from shared.decode import routing
 from shared.decode.manifests import split_gs_uri
 from shared.decode.routing import glob_regex
 from shared.handlers import data_waits
@@ -47,7 +55,8 @@ from shared.logs import log
 from shared.model import runkeys
 from shared.model.alerts import AlertReason
 from shared.model.data_waits import QuietWait
-from shared.model.errors import PermanentError
+from shared.model.errors import DispatchError, PermanentError
+from shared.model.triggers import ObjectFinalized
 from shared.policy import quiet
 
 if TYPE_CHECKING:
@@ -180,6 +189,8 @@ def check_dataset(services: Services, snapshot: RunSnapshot, now: datetime) -> D
             objects=tally.objects,
             cutoff=completed.cutoff.isoformat() if completed.cutoff else None,
         )
+        if rule.after_start is AfterStart.NEW_RUN and tally.newest is not None:
+            _open_next_if_late(services, route, bucket, prefix, tally.newest, labels)
         return DataCheck.READY
     if quiet.data_overdue(tally.objects, tally.newest, wait.since, now, timeout, rule):
         newest = tally.newest.isoformat() if tally.newest else "none"
@@ -201,6 +212,60 @@ def check_dataset(services: Services, snapshot: RunSnapshot, now: datetime) -> D
         ),
     )
     return DataCheck.WAITING
+
+
+def _open_next_if_late(
+    services: Services,
+    route: GcsRoute,
+    bucket: str,
+    prefix: str,
+    cutoff: datetime,
+    labels: dict[str, str],
+) -> None:
+    """Place the newest object written after ``cutoff`` as dispatch would (step 5 of the module
+    docstring): it opens the next version. A failure is logged: the run is ready either way, and
+    the next late object's own event opens the version."""
+    from shared.handlers import quiet_arrivals
+
+    matches = glob_regex(route.match).fullmatch
+    try:
+        late = [
+            found
+            for found in storage.list_objects(bucket, prefix)
+            if found.updated > cutoff and matches(found.name) is not None
+        ]
+        if not late:
+            return
+        newest = max(late, key=lambda found: found.updated)
+        trigger = ObjectFinalized(
+            bucket=bucket,
+            name=newest.name,
+            generation=newest.generation,
+            metageneration=1,
+            size=newest.size,
+            event_id=f"reconcile-late:{bucket}/{newest.name}#{newest.generation}",
+            event_time=newest.updated,
+        )
+        match = routing.route(trigger, services.config)
+        if match is not None and match.dataset is not None:
+            result = quiet_arrivals.arrive(services, trigger, match)
+            log(
+                logger,
+                logging.INFO,
+                "object written while the dataset was found quiet: placed again",
+                labels=labels,
+                object=newest.name,
+                outcome=result.outcome.value,
+                placed_in=result.run_id,
+            )
+    except DispatchError as error:
+        log(
+            logger,
+            logging.WARNING,
+            "objects written while the dataset was found quiet were not placed again",
+            labels=labels,
+            error=str(error),
+        )
 
 
 def quiet_route(services: Services, name: str) -> GcsRoute | None:

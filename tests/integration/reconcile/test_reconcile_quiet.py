@@ -33,6 +33,7 @@ from emulator_stack import LOCAL_PROJECT, StorageEmulator
 from shared.adapters import clients, storage
 from shared.adapters.ledger import Ledger, Run, RunSnapshot, RunStatus
 from shared.config.model import AfterStart, Completion, GcsRoute, QuietRule
+from shared.handlers import quiet_datasets
 from shared.handlers.data_waits import DataCheck
 from shared.handlers.reconcile import ReconcileReport, reconcile
 from shared.handlers.services import Services
@@ -362,3 +363,37 @@ def test_a_run_whose_route_left_the_config_ends_failed_with_one_route_gone_alert
     assert alert.body()["reason"] == AlertReason.ROUTE_GONE
     assert repr(ROUTE) in alert.body()["message"]
     assert quiet.world.retries.pull() == []
+
+
+def test_an_object_written_while_the_dataset_was_found_quiet_opens_the_next_version(
+    quiet: Quiet,
+) -> None:
+    # The race of step 5 (handlers/quiet_datasets.py): the tick's listing found version 1 quiet
+    # with its newest object at `cutoff`; an object written just after that listing had its
+    # event handled before the cutoff was written, so dispatch saw version 1 waiting, joined it,
+    # and opened nothing. Here the listing is the upload's return and the late object's event is
+    # never delivered: the tick's second listing is all that can place it.
+    quiet.with_rule(min_objects=3, after_start=AfterStart.NEW_RUN)
+    first = quiet.open_waiting()
+    cutoff = quiet.upload(shards(3))
+    late_written = quiet.upload(shards(1, start=3))
+    quiet.clock.move_to(late_written + QUIET_FOR)
+    snapshot = quiet.ledger.get_run(first)
+    assert snapshot is not None and isinstance(snapshot.run.data_wait, QuietWait)
+    completed = replace(snapshot.run.data_wait, cutoff=cutoff, objects=3)
+    quiet.ledger.data_ready(snapshot, completed, quiet.clock.now())
+
+    quiet_datasets._open_next_if_late(  # what check_dataset does right after data_ready
+        quiet.services, quiet.services.config.routes[-1], quiet.bucket.name, PREFIX, cutoff, {}
+    )
+
+    second = runkeys.run_id(runkeys.dataset_version_run_key(quiet.bucket.name, PREFIX, 2))
+    version_2 = quiet.world.run(second)
+    assert version_2.status is RunStatus.WAITING_DATA
+    assert version_2.data_wait == QuietWait(
+        dataset_uri=f"gs://{quiet.bucket.name}/{PREFIX}",
+        version=2,
+        since=quiet.clock.now(),
+    )
+    assert quiet.world.run(first).data_wait.latest_version == 2
+    assert version_2.trigger["name"] == f"{PREFIX}part-00003.parquet"
