@@ -3,9 +3,10 @@ it will have it.
 
 - A quiet dataset (``QuietWait``): the ledger keeps no per-shard count on purpose (a shard's
   event writes nothing, ``shared.policy.quiet``), so the CLI lists the dataset's directory in
-  Cloud Storage itself, LIVE, and counts as the reconciler does: the objects the route's
-  ``match`` matches, and the newest one's write time. It then says when the dataset will be
-  complete by the one rule (``policy.quiet``): at ``newest + quiet_for`` if nothing more is
+  Cloud Storage itself, LIVE, and counts with the reconciler's own function
+  (``quiet_datasets.count_version``: the objects the route's ``match`` matches, written after
+  an earlier version's cutoff, and the newest one's write time). It then says when the dataset
+  will be complete by the one rule (``policy.quiet``): at ``newest + quiet_for`` if nothing more is
   written, or that it needs N more objects (``min_objects``), and when it gives up
   (``data_timeout`` after its newest object, or after the wait began when it has none).
 - A manifest (``ManifestWait``): what the reconciler's last check recorded (files missing of
@@ -18,7 +19,7 @@ that. A listing costs one call per 1,000 objects (``storage.LIST_PAGE_SIZE``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -28,10 +29,10 @@ from shared.config.model import GcsRoute, QuietRule
 from shared.model.data_waits import ManifestWait, QuietWait
 from shared.model.runs import RunStatus
 from shared.policy import quiet
+from shared.policy.quiet import Tally
 
 if TYPE_CHECKING:
-    from shared.adapters.ledger import Run
-    from shared.adapters.storage import StoredObject
+    from shared.adapters.ledger import Ledger, Run
     from shared.config.model import Config
 
 MISSING_SHOWN: Final = 3
@@ -41,36 +42,11 @@ LISTING_WORKERS: Final = 4
 
 
 @dataclass(frozen=True)
-class DatasetListing:
-    """What a listing of a dataset's directory found: the objects the route counts."""
-
-    objects: int
-    newest: datetime | None  # the newest counted object's write time; None when there is none
-
-
-@dataclass(frozen=True)
 class WaitView:
     """What ``status`` shows about one run's data wait: lines under its row, and a JSON map."""
 
     lines: tuple[str, ...]
     document: Mapping[str, Any]
-
-
-def count_dataset(objects: Iterable[StoredObject], match: str) -> DatasetListing:
-    """The objects of a listing that ``match`` (the route's glob, on the full name) matches,
-    and the newest one's time: what a quiet dataset is judged on."""
-    from shared.decode.routing import glob_regex
-
-    pattern = glob_regex(match)
-    count = 0
-    newest: datetime | None = None
-    for stored in objects:
-        if pattern.fullmatch(stored.name) is None:
-            continue
-        count += 1
-        if newest is None or stored.updated > newest:
-            newest = stored.updated
-    return DatasetListing(count, newest)
 
 
 def quiet_rule_of(config: Config, route_name: str) -> tuple[GcsRoute | None, str | None]:
@@ -83,7 +59,7 @@ def quiet_rule_of(config: Config, route_name: str) -> tuple[GcsRoute | None, str
     return route, None
 
 
-def read_listings(config: Config, runs: Sequence[Run]) -> dict[str, DatasetListing | str]:
+def read_listings(config: Config, ledger: Ledger, runs: Sequence[Run]) -> dict[str, Tally | str]:
     """For each run WAITING_DATA on a quiet dataset: its listing now, or why none was made."""
     waiting = [
         run for run in runs if run.status is RunStatus.WAITING_DATA and _quiet_wait(run) is not None
@@ -92,15 +68,15 @@ def read_listings(config: Config, runs: Sequence[Run]) -> dict[str, DatasetListi
         return {}
     workers = min(LISTING_WORKERS, len(waiting))
     with ThreadPoolExecutor(workers, thread_name_prefix="status-listing") as pool:
-        found = list(pool.map(lambda run: _listing(config, run), waiting))
+        found = list(pool.map(lambda run: _listing(config, ledger, run), waiting))
     return {run.run_id: listing for run, listing in zip(waiting, found, strict=True)}
 
 
-def _listing(config: Config, run: Run) -> DatasetListing | str:
+def _listing(config: Config, ledger: Ledger, run: Run) -> Tally | str:
     from google.auth.exceptions import GoogleAuthError
 
-    from shared.adapters import storage
-    from shared.decode.manifests import split_gs_uri
+    from shared.handlers import quiet_datasets
+    from shared.handlers.services import Services
     from shared.model.errors import DispatchError
 
     wait = _quiet_wait(run)
@@ -109,8 +85,11 @@ def _listing(config: Config, run: Run) -> DatasetListing | str:
     if route is None:
         return why_not or "no quiet route"
     try:
-        bucket, prefix = split_gs_uri(wait.dataset_uri)
-        return count_dataset(storage.list_objects(bucket, prefix), route.match)
+        # The reconciler's own count (a version's objects are those after the earlier
+        # version's cutoff), so that status says what the next tick will decide on.
+        bucket, prefix = quiet_datasets.dataset_location(wait.dataset_uri)
+        services = Services(config, _ledger=ledger)
+        return quiet_datasets.count_version(services, run.run_id, route, wait, bucket, prefix)
     except (DispatchError, GoogleAuthError, ValueError) as error:
         return f"Cloud Storage not read: {' '.join(str(error).split())}"
 
@@ -122,7 +101,7 @@ def _quiet_wait(run: Run) -> QuietWait | None:
 def wait_view(
     run: Run,
     rule: QuietRule | None,
-    listing: DatasetListing | str | None,
+    listing: Tally | str | None,
     now: datetime,
     data_timeout: timedelta,
 ) -> WaitView | None:
@@ -141,7 +120,7 @@ def wait_view(
 def _quiet_view(
     wait: QuietWait,
     rule: QuietRule | None,
-    listing: DatasetListing | str | None,
+    listing: Tally | str | None,
     now: datetime,
     data_timeout: timedelta,
 ) -> WaitView:
@@ -151,12 +130,12 @@ def _quiet_view(
         "dataset_uri": wait.dataset_uri,
         "version": wait.version,
         "since": _at(wait.since),
-        "listed": isinstance(listing, DatasetListing),
+        "listed": isinstance(listing, Tally),
     }
     if rule is not None:
         document["quiet_for_seconds"] = int(rule.quiet_for.total_seconds())
         document["min_objects"] = rule.min_objects
-    if not isinstance(listing, DatasetListing):
+    if not isinstance(listing, Tally):
         why = listing or "not listed"
         document["not_listed_because"] = why
         return WaitView((head, f"objects not counted ({why}): the ledger keeps no count"), document)

@@ -213,7 +213,7 @@ def _run_status(args: argparse.Namespace) -> int:
     if args.waiting:  # runs named by id are shown only if they wait too
         runs = [run for run in runs if run.status is RunStatus.WAITING_DATA]
     now = utc_now()
-    waits = data_waits_of(config, runs, now)
+    waits = data_waits_of(config, ledger, runs, now)
     if args.json:
         print_json({"runs": [run_document(run, waits.get(run.run_id)) for run in runs]})
     else:
@@ -295,12 +295,14 @@ def _created_key(run: Run) -> str:
     return run.created_at.isoformat() if run.created_at else ""
 
 
-def data_waits_of(config: Config, runs: Sequence[Run], now: datetime) -> dict[str, WaitView]:
+def data_waits_of(
+    config: Config, ledger: Ledger, runs: Sequence[Run], now: datetime
+) -> dict[str, WaitView]:
     """What each run of ``runs`` WAITING_DATA waits for, its quiet datasets listed live in Cloud
     Storage (``tooling.data_status``)."""
     from tooling.data_status import quiet_rule_of, read_listings, wait_view
 
-    listings = read_listings(config, runs)
+    listings = read_listings(config, ledger, runs)
     views: dict[str, WaitView] = {}
     for run in runs:
         route, _ = quiet_rule_of(config, run.route)

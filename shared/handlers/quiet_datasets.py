@@ -133,14 +133,6 @@ class _Memory:
 _memory = _Memory(MEMORY_RUNS)
 
 
-@dataclass(frozen=True)
-class Tally:
-    """A version's objects in one listing: how many, and when the newest was written."""
-
-    objects: int
-    newest: datetime | None
-
-
 def check_dataset(services: Services, snapshot: RunSnapshot, now: datetime) -> DataCheck:
     """Whether the dataset version ``snapshot`` waits for is complete at ``now``; when it is,
     the run is made ready (``data_waits.data_ready``). See the module docstring."""
@@ -286,20 +278,11 @@ def dataset_location(dataset_uri: str) -> tuple[str, str]:
 
 def count_version(
     services: Services, run_id: str, route: GcsRoute, wait: QuietWait, bucket: str, prefix: str
-) -> Tally:
+) -> quiet.Tally:
     """List the dataset's directory: the objects of version ``wait.version`` the route's
     ``match`` matches (written after the last earlier version that started took its objects)."""
-    matches = glob_regex(route.match).fullmatch
     floor = _floor(services, run_id, wait, bucket, prefix)
-    objects = 0
-    newest: datetime | None = None
-    for found in storage.list_objects(bucket, prefix):
-        if matches(found.name) is None or (floor is not None and found.updated <= floor):
-            continue
-        objects += 1
-        if newest is None or found.updated > newest:
-            newest = found.updated
-    return Tally(objects, newest)
+    return quiet.tally(storage.list_objects(bucket, prefix), route.match, after=floor)
 
 
 def _floor(

@@ -29,9 +29,48 @@ Pure: times in, decisions out.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Protocol
 
 from shared.config.model import QuietRule
+from shared.decode.routing import glob_regex
+
+
+class ListedObject(Protocol):
+    """An object as a listing of the dataset's directory shows it (``storage.StoredObject``)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def updated(self) -> datetime: ...
+
+
+@dataclass(frozen=True)
+class Tally:
+    """A version's objects in one listing: how many, and when the newest was written."""
+
+    objects: int
+    newest: datetime | None
+
+
+def tally(listed: Iterable[ListedObject], match: str, after: datetime | None = None) -> Tally:
+    """What a version is judged on, from a listing of its dataset's directory: the objects the
+    route's ``match`` matches (others, a ``_SUCCESS.crc`` or a temporary file, are not the
+    dataset's), written after ``after`` (the cutoff of the last earlier version that started:
+    its objects are not this version's), counted, and the newest one's time."""
+    matches = glob_regex(match).fullmatch
+    objects = 0
+    newest: datetime | None = None
+    for found in listed:
+        if matches(found.name) is None or (after is not None and found.updated <= after):
+            continue
+        objects += 1
+        if newest is None or found.updated > newest:
+            newest = found.updated
+    return Tally(objects, newest)
+
 
 HORIZON_MARGIN = timedelta(seconds=15)
 """How much earlier than ``newest + quiet_for`` a shard must be written for dispatch to skip its

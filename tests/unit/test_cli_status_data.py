@@ -10,14 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
+from typing import cast
 
 import pytest
 from cli_test_support import remove_credentials
 from run_builders import NOW, a_run
 
 from shared.adapters import clients
-from shared.adapters.storage import StoredObject
+from shared.adapters.ledger import Ledger
 from shared.config.model import (
     DEFAULT_DATA_TIMEOUT,
     Completion,
@@ -28,10 +29,9 @@ from shared.config.model import (
 )
 from shared.model.data_waits import ManifestWait, QuietWait
 from shared.model.runs import Run, RunStatus
+from shared.policy.quiet import Tally
 from tooling import status_table
 from tooling.data_status import (
-    DatasetListing,
-    count_dataset,
     quiet_rule_of,
     read_listings,
     wait_view,
@@ -64,35 +64,35 @@ def waiting_on_manifest(missing: int, files: int = 10, checked: bool = True) -> 
     ("listing", "line", "fields"),
     [
         pytest.param(
-            DatasetListing(5, NOW - timedelta(minutes=4)),
+            Tally(5, NOW - timedelta(minutes=4)),
             "5 objects, newest written 2026-12-01T11:56:00Z; complete at 2026-12-01T12:06:00Z "
             "(in 6m00s) if nothing more is written (quiet_for 10m00s)",
             {"objects": 5, "complete_at": "2026-12-01T12:06:00Z"},
             id="still-being-written",
         ),
         pytest.param(
-            DatasetListing(3, NOW - timedelta(minutes=10)),
+            Tally(3, NOW - timedelta(minutes=10)),
             "3 objects, newest written 2026-12-01T11:50:00Z; quiet since 2026-12-01T12:00:00Z: "
             "complete; the reconciler's next tick starts it",
             {"objects": 3, "complete_at": "2026-12-01T12:00:00Z"},
             id="quiet-exactly-now",
         ),
         pytest.param(
-            DatasetListing(2, NOW - timedelta(hours=1)),
+            Tally(2, NOW - timedelta(hours=1)),
             "2 objects, newest written 2026-12-01T11:00:00Z; needs 1 more object (min_objects 3);"
             " gives up 2026-12-02T11:00:00Z (in 23h00m) if none is written",
             {"objects": 2, "needs_objects": 1, "gives_up_at": "2026-12-02T11:00:00Z"},
             id="quiet-but-too-few",
         ),
         pytest.param(
-            DatasetListing(0, None),
+            Tally(0, None),
             "0 objects; needs 3 more objects (min_objects 3); gives up 2026-12-02T11:00:00Z "
             "(in 23h00m) if none is written",
             {"objects": 0, "newest_object": None, "needs_objects": 3},
             id="directory-empty-gives-up-from-since",
         ),
         pytest.param(
-            DatasetListing(1, NOW - timedelta(hours=25)),
+            Tally(1, NOW - timedelta(hours=25)),
             "1 object, newest written 2026-11-30T11:00:00Z; needs 2 more objects (min_objects "
             "3); gives up 2026-12-01T11:00:00Z (due) if none is written",
             {"objects": 1, "needs_objects": 2},
@@ -107,7 +107,7 @@ def waiting_on_manifest(missing: int, files: int = 10, checked: bool = True) -> 
     ],
 )
 def test_a_waiting_dataset_says_what_it_has_and_when_it_completes(
-    listing: DatasetListing | str, line: str, fields: dict[str, object]
+    listing: Tally | str, line: str, fields: dict[str, object]
 ) -> None:
     view = wait_view(waiting_on_dataset(), RULE, listing, NOW, DEFAULT_DATA_TIMEOUT)
 
@@ -118,7 +118,7 @@ def test_a_waiting_dataset_says_what_it_has_and_when_it_completes(
         line,
     )
     assert view.document["kind"] == "quiet" and view.document["version"] == 1
-    assert view.document["listed"] is isinstance(listing, DatasetListing)
+    assert view.document["listed"] is isinstance(listing, Tally)
     assert {key: view.document[key] for key in fields} == fields
 
 
@@ -188,15 +188,13 @@ def test_a_waiting_manifest_says_what_is_missing(run: Run, lines: list[str]) -> 
     ],
 )
 def test_a_run_not_waiting_for_data_has_no_wait_view(run: Run) -> None:
-    assert wait_view(run, RULE, DatasetListing(4, NOW), NOW, DEFAULT_DATA_TIMEOUT) is None
+    assert wait_view(run, RULE, Tally(4, NOW), NOW, DEFAULT_DATA_TIMEOUT) is None
 
 
 def test_the_table_shows_what_a_waiting_run_waits_for_under_its_row() -> None:
     waiting = waiting_on_dataset()
     other = replace(a_run(RunStatus.ACCEPTED), run_id="r-ffffffffffffffffffffffff")
-    view = wait_view(
-        waiting, RULE, DatasetListing(5, NOW - timedelta(minutes=4)), NOW, DEFAULT_DATA_TIMEOUT
-    )
+    view = wait_view(waiting, RULE, Tally(5, NOW - timedelta(minutes=4)), NOW, DEFAULT_DATA_TIMEOUT)
     assert view is not None
 
     lines = status_table([waiting, other], NOW, {waiting.run_id: view}).splitlines()
@@ -211,7 +209,7 @@ def test_the_table_shows_what_a_waiting_run_waits_for_under_its_row() -> None:
 
 def test_the_json_of_a_waiting_run_has_what_it_waits_for() -> None:
     run = waiting_on_dataset()
-    view = wait_view(run, RULE, DatasetListing(0, None), NOW, DEFAULT_DATA_TIMEOUT)
+    view = wait_view(run, RULE, Tally(0, None), NOW, DEFAULT_DATA_TIMEOUT)
 
     document = run_document(run, view)
 
@@ -219,25 +217,6 @@ def test_the_json_of_a_waiting_run_has_what_it_waits_for() -> None:
     assert document["data_wait"]["dataset_uri"] == DATASET_URI  # the ledger's record
     assert document["waiting_for"]["needs_objects"] == 3  # and what the CLI counted
     assert "waiting_for" not in run_document(a_run(RunStatus.ACCEPTED))
-
-
-def stored(name: str, minute: int) -> StoredObject:
-    return StoredObject(name, 1, 1, None, datetime(2026, 12, 1, 11, minute, tzinfo=UTC))
-
-
-def test_a_listing_counts_only_what_the_route_matches_and_finds_the_newest() -> None:
-    listed = [
-        stored("exports/2026-12-01/part-00001.parquet", 10),
-        stored("exports/2026-12-01/part-00002.parquet", 30),
-        stored("exports/2026-12-01/_tmp/part-00003.parquet", 50),  # not matched: not counted
-        stored("exports/2026-12-01/README", 59),
-        stored("exports/2026-12-01/part-00000.parquet", 20),
-    ]
-
-    found = count_dataset(listed, "exports/*/part-*.parquet")
-
-    assert found == DatasetListing(3, datetime(2026, 12, 1, 11, 30, tzinfo=UTC))
-    assert count_dataset([], "exports/**") == DatasetListing(0, None)
 
 
 QUIET_ROUTE = GcsRoute(
@@ -285,7 +264,9 @@ def test_without_access_to_cloud_storage_a_listing_says_why_instead_of_failing(
     waiting = waiting_on_dataset()
     route_gone = replace(waiting_on_dataset(), run_id="r-eeeeeeeeeeeeeeeeeeeeeeee", route="gone")
 
-    listings = read_listings(CONFIG, [waiting, route_gone, waiting_on_manifest(1)])
+    # Version 1 has no earlier version's cutoff to read: the ledger is never asked.
+    no_ledger = cast(Ledger, object())
+    listings = read_listings(CONFIG, no_ledger, [waiting, route_gone, waiting_on_manifest(1)])
 
     assert set(listings) == {waiting.run_id, route_gone.run_id}  # a manifest is not listed
     reason = listings[waiting.run_id]

@@ -7,8 +7,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from shared.adapters.storage import StoredObject
 from shared.config.model import QuietRule
 from shared.handlers.quiet_datasets import dataset_location
+from shared.policy import quiet
 from shared.policy.quiet import (
     HORIZON_MARGIN,
     arrival_is_covered,
@@ -140,3 +142,27 @@ def test_the_horizon_is_the_earliest_completion_less_the_clock_margin() -> None:
 )
 def test_dataset_location(uri: str, location: tuple[str, str]) -> None:
     assert dataset_location(uri) == location
+
+
+def stored(name: str, minute: int) -> StoredObject:
+    return StoredObject(name, 1, 1, None, datetime(2026, 12, 1, 11, minute, tzinfo=UTC))
+
+
+def test_a_tally_counts_only_what_the_route_matches_after_the_earlier_cutoff() -> None:
+    listed = [
+        stored("exports/2026-12-01/part-00001.parquet", 10),
+        stored("exports/2026-12-01/part-00002.parquet", 30),
+        stored("exports/2026-12-01/_tmp/part-00003.parquet", 50),  # not matched: not counted
+        stored("exports/2026-12-01/README", 59),
+        stored("exports/2026-12-01/part-00000.parquet", 20),
+    ]
+    match = "exports/*/part-*.parquet"
+
+    assert quiet.tally(listed, match) == quiet.Tally(3, datetime(2026, 12, 1, 11, 30, tzinfo=UTC))
+    # Version 2 after a version 1 whose cutoff was 11:20: the objects written at or before it
+    # were version 1's.
+    cutoff = datetime(2026, 12, 1, 11, 20, tzinfo=UTC)
+    assert quiet.tally(listed, match, after=cutoff) == quiet.Tally(
+        1, datetime(2026, 12, 1, 11, 30, tzinfo=UTC)
+    )
+    assert quiet.tally([], "exports/**") == quiet.Tally(0, None)
