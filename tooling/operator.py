@@ -392,7 +392,13 @@ def _run_retry(args: argparse.Namespace) -> int:
     from google.auth.exceptions import GoogleAuthError
 
     from shared.adapters import retry_messages
-    from shared.adapters.ledger import LIVE_STATUSES, REOPENABLE_STATUSES, RetryPlan, utc_now
+    from shared.adapters.ledger import (
+        LIVE_STATUSES,
+        REOPENABLE_STATUSES,
+        RetryPlan,
+        RunStatus,
+        utc_now,
+    )
     from shared.model.errors import DispatchError
 
     config = _operator_config(args)
@@ -422,6 +428,15 @@ def _run_retry(args: argparse.Namespace) -> int:
                 f"run {run.run_id} is {run.status.value} with {job}: a second attempt would run "
                 f"beside it. Cancel it first (`vertex-dispatch cancel {run.run_id}`), wait until "
                 f"`vertex-dispatch status {run.run_id}` shows it ended, then retry",
+            )
+            return EXIT_PROBLEMS
+        if run.status is RunStatus.WAITING_DATA:  # its data is not complete yet
+            fail(
+                "retry",
+                f"run {run.run_id} is WAITING_DATA: it starts by itself once its data is "
+                f"complete (`vertex-dispatch status {run.run_id}` says what it waits for and "
+                "when). A retry now would train on part of the data; to give up on it, "
+                f"`vertex-dispatch cancel {run.run_id}`",
             )
             return EXIT_PROBLEMS
         plan = RetryPlan(

@@ -286,3 +286,37 @@ def test_status_of_named_runs_shows_them_whatever_their_status(
     [run] = json.loads(captured.out)["runs"]
     assert (run["run_id"], run["status"]) == (started.run_id, "SUCCEEDED")
     assert f"run {unknown} is not in the ledger" in captured.err
+
+
+def test_retry_refuses_and_cancel_stops_a_run_waiting_for_its_data(
+    operator_world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from datetime import UTC, datetime
+
+    from shared.adapters.ledger import Run, RunStatus
+    from shared.model.data_waits import ManifestWait
+
+    waiting = "r-" + "da" * 12
+    operator_world.services.ledger.open_run(
+        Run(
+            waiting,
+            "gcs:b/d/@1",
+            "requests",
+            "flex-a100",
+            {},
+            status=RunStatus.WAITING_DATA,
+            data_wait=ManifestWait(
+                "gs://b/d/manifest.json", 2, 1, ("gs://b/d/part-1",), datetime.now(UTC)
+            ),
+        )
+    )
+
+    assert main(["retry", waiting, "--config", str(CONFIG)]) == 1
+    assert "is WAITING_DATA: it starts by itself once its data is complete" in (
+        capsys.readouterr().err
+    )
+    assert operator_world.retries.pull() == []
+    assert operator_world.run(waiting).operator_grant is None
+
+    assert main(["cancel", waiting, "--config", str(CONFIG)]) == 0
+    assert operator_world.run(waiting).status is RunStatus.CANCELLED
