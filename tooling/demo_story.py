@@ -17,7 +17,11 @@ ledger:
 8. the reservation is full, Spot is preempted, the run lands elsewhere: a first request takes the
    Compute Engine reservation's only VM; the next one's walk skips the full reservation (a live
    rule), its Spot job is preempted (a capacity end, so the Spot placement cools down), and the
-   run succeeds on demand in us-east4.
+   run succeeds on demand in us-east4;
+9. a nightly export lands without a marker: its shards are written first of all (so its quiet
+   minute passes while the other chapters play), one run waits WAITING_DATA, and once no shard
+   has been written for ``quiet_for`` (1 minute) the reconciler starts exactly one job for the
+   directory.
 
 Then a summary. The checks look at the ledger, the topics and the Vertex AI request log.
 
@@ -54,6 +58,10 @@ REQUEST_ATTRIBUTES = {"kind": "train"}
 WAIT_SECONDS = 30.0  # per chapter, real time
 # The Compute Engine reservation of chapter 8 (deploy/local/demo/*.yaml): ONE A100 80GB VM.
 RESERVATION = "projects/local-project/zones/us-central1-a/reservations/a100-80gb"
+# Chapter 9's export (the nightly-export route of deploy/local/demo/dispatch-config.yaml).
+EXPORT_PREFIX = "exports/2026-12-02/"
+EXPORT_SHARDS = 24  # min_objects is 20
+EXPORT_QUIET_SECONDS = 60.0  # its quiet_for
 STOP_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
@@ -165,8 +173,15 @@ class Story:
         self.completions: TopicReader = TopicReader(stack.pubsub, self.project, completions)
         self.results: list[tuple[str, bool]] = []
         self.seen: dict[str, list[str]] = {}  # run id -> job states read in the ledger, in order
+        self.export_run_id: str | None = None  # chapter 9's run, once its first shard opened it
+        self.export_written = time.monotonic()  # when its last shard was written
+        self.export_waited = False  # whether its run was read WAITING_DATA
 
     def play(self) -> bool:
+        try:
+            self.export_lands()
+        except Exception as error:  # told as chapter 9's failure, at its place in the story
+            self.say(f"  the export's upload failed: {type(error).__name__}: {error}")
         for chapter in (
             self.dataset_lands,
             self.request_on_persistent_resource,
@@ -176,6 +191,7 @@ class Story:
             self.invalid_request,
             self.scheduled_retrain,
             self.reservation_full_spot_preempted,
+            self.export_goes_quiet,
         ):
             try:
                 chapter()
@@ -342,6 +358,51 @@ class Story:
             placement_summary(run, holder, [job for job in jobs if job], len(creates))
         )
 
+    def export_lands(self) -> None:
+        from emulator_stack.observe import upload_object
+
+        self.chapter(
+            f"9 begins. a nightly export writes {EXPORT_SHARDS} shards to "
+            f"gs://{BUCKET}/{EXPORT_PREFIX} and no marker (told last, once it is quiet)"
+        )
+        for index in range(EXPORT_SHARDS):
+            name = f"{EXPORT_PREFIX}part-{index:05d}.parquet"
+            upload_object(self.stack.storage.url, BUCKET, name, b"rows")
+        self.export_written = time.monotonic()
+        run = self.follow(lambda r: EXPORT_PREFIX in r.run_key, _status("WAITING_DATA"))
+        self.export_run_id = run.run_id
+        self.export_waited = run.status.value == "WAITING_DATA"
+        self.say(
+            f"one run waits for the dataset ({run.run_id}): the shards after the first cost no "
+            "ledger write; the reconciler lists the directory and waits for a quiet minute"
+        )
+
+    def export_goes_quiet(self) -> None:
+        self.chapter("9. the export has been quiet for its quiet_for (1 minute): its run starts")
+        if self.export_run_id is None:
+            raise RuntimeError("the export's run never appeared (see chapter 9's beginning)")
+        # quiet_for after the last shard, plus a few reconcile ticks and the job's run.
+        left = self.export_written + EXPORT_QUIET_SECONDS + 45 - time.monotonic()
+        run = self.follow(
+            lambda r: r.run_id == self.export_run_id, _status(*_ENDED), seconds=max(left, 5)
+        )
+        jobs = [job for job in self.vertex.created_jobs() if _run_label(job) == run.run_id]
+        args = jobs[0]["jobSpec"]["workerPoolSpecs"][0]["containerSpec"]["args"] if jobs else []
+        wait = run.data_wait
+        objects = getattr(wait, "objects", None)
+        self.say(f"  counted {objects} shards; the job's arguments: {' '.join(args)}")
+        self.results.append(
+            (
+                f"marker-less export -> waited WAITING_DATA, then {len(jobs)} job on "
+                f"{objects} shards ({run.status.value})",
+                self.export_waited
+                and run.status.value == "SUCCEEDED"
+                and len(jobs) == 1
+                and objects == EXPORT_SHARDS
+                and f"--data=gs://{BUCKET}/{EXPORT_PREFIX}" in args,
+            )
+        )
+
     # --- helpers -----------------------------------------------------------------------------
 
     def publish_request(self, template: str, dataset_uri: str) -> str:
@@ -352,9 +413,15 @@ class Story:
         self.say(f"published a request for {template} (message {message_id})")
         return message_id
 
-    def follow(self, which: Callable[[Run], bool], done: Callable[[Run], bool]) -> Run:
-        """Print the run's progress from the ledger until ``done``; the last run read."""
-        deadline = time.monotonic() + WAIT_SECONDS
+    def follow(
+        self,
+        which: Callable[[Run], bool],
+        done: Callable[[Run], bool],
+        seconds: float = WAIT_SECONDS,
+    ) -> Run:
+        """Print the run's progress from the ledger until ``done`` (at most ``seconds``); the
+        last run read."""
+        deadline = time.monotonic() + seconds
         shown = ""
         run: Run | None = None
         while time.monotonic() < deadline:
@@ -369,8 +436,8 @@ class Story:
                     return run
             time.sleep(0.3)
         if run is None:
-            raise TimeoutError(f"no run appeared in the ledger within {WAIT_SECONDS:g} s")
-        self.say(f"  (still {run.status.value} after {WAIT_SECONDS:g} s)")
+            raise TimeoutError(f"no run appeared in the ledger within {seconds:g} s")
+        self.say(f"  (still {run.status.value} after {seconds:g} s)")
         return run
 
     def seen_job(self, name: str | None) -> SeenJob | None:
