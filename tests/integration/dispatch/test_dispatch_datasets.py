@@ -2,8 +2,8 @@
 
 A marker completes its directory (shards match nothing and cost nothing); a manifest completes
 its dataset only once every file it lists exists: an incomplete one is recorded WAITING_DATA and
-acknowledged (the reconciler starts it: tests/integration/reconcile/test_reconcile_manifests.py). Redeliveries, sequential or concurrent, never
-make a second CreateCustomJob.
+acknowledged (the reconciler starts it: tests/integration/reconcile/test_reconcile_manifests.py).
+Redeliveries, sequential or concurrent, never make a second CreateCustomJob.
 """
 
 from __future__ import annotations
