@@ -39,7 +39,7 @@ class DataCheck(enum.StrEnum):
     WAITING = "waiting"  # still incomplete
     READY = "ready"  # complete: moved to ACCEPTED and its first attempt published
     TIMED_OUT = "timed_out"  # over data_timeout: ended FAILED, alerted
-    ENDED = "ended"  # can never complete (e.g. its manifest is gone): ended, alerted
+    ENDED = "ended"  # can never be complete (e.g. its route left the config): FAILED, alerted
     NOT_CHECKED = "not_checked"  # nothing to learn yet (e.g. cannot be quiet before a time)
 
 

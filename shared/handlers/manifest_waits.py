@@ -8,7 +8,7 @@ checks it each tick (``check_manifest``), not the platform's redeliveries:
 
 - the manifest is read again **at the generation that started the run**: a rewritten manifest
   is a new run (its own event, its own run key), not this one; that generation gone (the bucket
-  keeps no old versions) ends this run REJECTED, alerted once;
+  keeps no old versions) ends this run FAILED, alerted once (``invalid_request``);
 - nothing missing: ``data_waits.data_ready`` (ACCEPTED, first attempt published);
 - waiting longer than ``data_timeout``: ``data_waits.data_timed_out`` (FAILED, one alert);
 - else the wait is written again only when what it shows changed (``missing_count`` or the
@@ -149,7 +149,7 @@ def _manifest_gone(
     finish_run(
         services.ledger,
         snapshot,
-        RunStatus.REJECTED,
+        RunStatus.FAILED,
         config=services.config,
         trigger=trigger_line(snapshot.run),
         reason=AlertReason.INVALID_REQUEST,
@@ -165,7 +165,7 @@ def _manifest_gone(
     log(
         logger,
         logging.WARNING,
-        "waiting manifest gone: run rejected",
+        "waiting manifest gone: run ended",
         labels={"run_id": snapshot.run.run_id},
         error=str(error),
     )

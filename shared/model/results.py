@@ -14,7 +14,7 @@ class DispatchOutcome(enum.StrEnum):
     REATTACHED = "reattached"  # an earlier delivery created the job; found by label and recorded
     DUPLICATE = "duplicate"  # the run already has this attempt's job, or is over
     WAITING = "waiting"  # no placement can take the job now; the run waits for a retry
-    WAITING_DATA = "waiting_data"  # the run is recorded WAITING_DATA; the reconciler starts it
+    WAITING_DATA = "waiting_data"  # the object opened or joined a dataset waiting to be quiet
     REJECTED = "rejected"  # a permanent error, recorded and alerted; nothing was created
 
 

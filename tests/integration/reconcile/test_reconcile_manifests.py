@@ -187,7 +187,7 @@ def test_a_manifest_never_complete_ends_failed_with_one_data_timeout_alert(
     assert world.creates(the_run_id) == []
 
 
-def test_a_waiting_manifest_deleted_ends_its_run_rejected_with_one_alert(
+def test_a_waiting_manifest_deleted_ends_its_run_failed_with_one_alert(
     manifests: World, fresh_name: Callable[[str], str]
 ) -> None:
     world = manifests
@@ -198,7 +198,7 @@ def test_a_waiting_manifest_deleted_ends_its_run_rejected_with_one_alert(
     world.reconcile()
     world.reconcile()
 
-    assert world.run(the_run_id).status is RunStatus.REJECTED
+    assert world.run(the_run_id).status is RunStatus.FAILED
     [alert] = of_run(world.alerts.pull(), the_run_id)
     assert alert.body()["reason"] == AlertReason.INVALID_REQUEST
     assert "cannot be read any more" in alert.body()["message"]
