@@ -26,11 +26,15 @@ class DatasetUnreadable(PermanentError):
     headline = "the dataset cannot be read"
 
 
-def read_object(uri: str, max_bytes: int) -> bytes:
-    """The first bytes of ``gs://bucket/name``; ``DatasetUnreadable`` when it is larger."""
+def read_object(uri: str, max_bytes: int, generation: int | None = None) -> bytes:
+    """The first bytes of ``gs://bucket/name`` (of its ``generation`` when given: a manifest is
+    read as the event that named it saw it, not as rewritten since); ``DatasetUnreadable`` when
+    it is larger, or that generation no longer exists."""
     bucket, name = split_gs_uri(uri)
-    with _translated_errors(uri):
-        data = storage_client().bucket(bucket).blob(name).download_as_bytes(end=max_bytes)
+    where = uri if generation is None else f"{uri}#{generation}"
+    with _translated_errors(where):
+        blob = storage_client().bucket(bucket).blob(name, generation=generation)
+        data = blob.download_as_bytes(end=max_bytes)
     if len(data) > max_bytes:
         raise DatasetUnreadable(
             f"{uri} is larger than {max_bytes} bytes; split the dataset or list fewer files"
@@ -69,13 +73,20 @@ class StoredObject:
     updated: datetime  # when this generation was written (Cloud Storage's clock)
 
 
-def list_objects(bucket: str, prefix: str) -> Iterator[StoredObject]:
-    """Every object whose name starts with ``prefix`` (all depths), page by page (1,000 per
-    call, only the fields above), in name order. A missing bucket is ``DatasetUnreadable``."""
+def list_objects(
+    bucket: str, prefix: str, *, delimiter: str | None = None
+) -> Iterator[StoredObject]:
+    """Every object whose name starts with ``prefix`` (all depths; with ``delimiter="/"``, only
+    those with no ``/`` after the prefix: one directory level), page by page (1,000 per call,
+    only the fields above), in name order. A missing bucket is ``DatasetUnreadable``."""
     uri = f"gs://{bucket}/{prefix}"
     with _translated_errors(uri):
         blobs = storage_client().list_blobs(
-            bucket, prefix=prefix, page_size=LIST_PAGE_SIZE, fields=_LISTED_FIELDS
+            bucket,
+            prefix=prefix,
+            delimiter=delimiter,
+            page_size=LIST_PAGE_SIZE,
+            fields=_LISTED_FIELDS,
         )
         for blob in blobs:
             yield StoredObject(

@@ -1,22 +1,31 @@
-"""Dataset manifests: the files a manifest lists, and which of them do not exist yet.
+"""Dataset manifests: the files a manifest lists (each maybe pinned), and which are not complete.
 
 A route with ``completion: manifest`` treats the arrival of its manifest as "the dataset is
-complete", but only once every file it lists exists. Two formats, told apart by the first
-non-blank character (docs/messages.md):
+complete", but only once every file it lists exists, as pinned. Two formats, told apart by the
+first non-blank character (``{`` or ``[``: JSON), or by the manifest's name (``*.json`` must be
+JSON); docs/messages.md is the contract:
 
-- JSON: ``{"files": ["part-00000.tfrecord", "gs://other-bucket/extra.tfrecord"]}``
+- JSON: ``{"files": ["part-00000.tfrecord", {"path": "part-00001.tfrecord", "generation": 17,
+  "size": 1024, "md5": "base64 or hex"}]}``: an entry is a string, or an object that pins the
+  file's generation, size or MD5 (a file that differs from a pin is not complete);
 - text: one entry per line; blank lines and lines starting with ``#`` are skipped (so the output
   of ``gcloud storage ls`` is a valid manifest).
 
-An entry is a ``gs://`` URI, or a name relative to the manifest's directory. Pure: the caller
-reads the manifest and passes an ``exists`` callable backed by its Cloud Storage adapter.
+An entry is a ``gs://`` URI in the manifest's own bucket, or a name relative to the manifest's
+directory. Pure: the caller reads the manifest and lists Cloud Storage (``listing_prefixes`` says
+which listings show the files in few calls), then ``missing_files`` compares.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
+import posixpath
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from shared.model.errors import PermanentError
 
@@ -28,26 +37,57 @@ class InvalidManifest(PermanentError):
 
 
 MAX_MANIFEST_BYTES = 4 * 1024 * 1024  # read at most this much of a manifest object
-MAX_MANIFEST_FILES = 10_000  # each is one existence check before the job starts
+MAX_MANIFEST_FILES = 10_000  # each is checked (by listing) on every check of the manifest
 MAX_OBJECT_NAME_BYTES = 1024  # Cloud Storage's limit
+PIN_KEYS = ("generation", "size", "md5")
+"""What a JSON entry may pin, besides its ``path``."""
 
 _BUCKET = r"[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]"
 _GS_URI = re.compile(rf"gs://(?P<bucket>{_BUCKET})/(?P<name>.+)", re.DOTALL)
-_GS_DIRECTORY = re.compile(rf"gs://{_BUCKET}/(?:.*/)?", re.DOTALL)
+_GS_DIRECTORY = re.compile(rf"gs://(?P<bucket>{_BUCKET})/(?:.*/)?", re.DOTALL)
 _CONTROL_CHARACTER = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_MD5_BASE64 = re.compile(r"[A-Za-z0-9+/]{22}==")
+_MD5_HEX = re.compile(r"[0-9a-fA-F]{32}")
+_DECIMAL = re.compile(r"[0-9]{1,19}")
 _COMMENT = "#"
 
 
-def parse_manifest(text: str | bytes, base_uri: str) -> list[str]:
-    """The ``gs://`` URIs a manifest lists, in order and without duplicates.
+@dataclass(frozen=True)
+class ManifestFile:
+    """One file a manifest lists, and what it pins of it (None: not pinned)."""
+
+    uri: str
+    generation: int | None = None
+    size: int | None = None
+    md5: str | None = None  # base64, as Cloud Storage shows it
+
+
+class StoredFacts(Protocol):
+    """What a listing says of an object (``adapters.storage.StoredObject`` has these)."""
+
+    @property
+    def generation(self) -> int: ...
+    @property
+    def size(self) -> int: ...
+    @property
+    def md5_hash(self) -> str | None: ...
+
+
+def parse_manifest(
+    text: str | bytes, base_uri: str, *, is_json: bool = False
+) -> list[ManifestFile]:
+    """The files a manifest lists, in order and without duplicates.
 
     ``base_uri`` is the manifest's directory (``gs://bucket/dir/``); relative entries resolve
-    against it. Raises ``InvalidManifest`` naming the entry and the rule it breaks.
+    against it, and every file must be in its bucket. ``is_json``: the manifest must be JSON
+    (its name ends in ``.json``) whatever its first character. Raises ``InvalidManifest``
+    naming the entry and the rule it breaks.
     """
-    if _GS_DIRECTORY.fullmatch(base_uri) is None:
+    directory = _GS_DIRECTORY.fullmatch(base_uri)
+    if directory is None:
         raise ValueError(f"base_uri {base_uri!r} must be a gs:// directory ending in '/'")
     where = f"manifest in {base_uri}"
-    entries = _entries(_as_text(text, where), where)
+    entries = _entries(_as_text(text, where), where, is_json)
     if not entries:
         raise InvalidManifest(f"{where} lists no files; list the dataset's files, one per line")
     if len(entries) > MAX_MANIFEST_FILES:
@@ -55,16 +95,64 @@ def parse_manifest(text: str | bytes, base_uri: str) -> list[str]:
             f"{where} lists {len(entries)} files, over the limit of {MAX_MANIFEST_FILES}; "
             "shard the dataset into fewer, larger files"
         )
-    resolved = (_resolved(entry, base_uri, f"{where}, {label}") for label, entry in entries)
-    return list(dict.fromkeys(resolved))
+    files: dict[str, ManifestFile] = {}
+    for label, entry in entries:
+        here = f"{where}, {label}"
+        listed = _file(entry, base_uri, directory["bucket"], here)
+        earlier = files.setdefault(listed.uri, listed)
+        if earlier != listed:
+            raise InvalidManifest(
+                f"{here}: {listed.uri} is listed twice with different pins; list it once"
+            )
+    return list(files.values())
 
 
-def missing_files(files: Iterable[str], exists: Callable[[str], bool]) -> list[str]:
-    """The URIs among ``files`` for which ``exists(uri)`` is false, in order.
+@dataclass(frozen=True)
+class Listing:
+    """One listing of the manifest's bucket: the names starting with ``prefix``, of one
+    directory level (delimiter ``/``) unless ``all_depths``."""
 
-    Errors from ``exists`` (e.g. a ``TransientError`` from the storage adapter) propagate.
-    """
-    return [uri for uri in files if not exists(uri)]
+    prefix: str
+    all_depths: bool = False
+
+
+MAX_DIRECTORY_LISTINGS = 32
+"""A manifest whose files lie in more directories than this is checked with one listing of all
+depths under their common prefix instead of one listing per directory."""
+
+
+def listing_plan(files: Iterable[ManifestFile]) -> list[Listing]:
+    """The listings that show every file of ``files`` in few calls: one per directory, of the
+    directory plus the longest prefix its files' names share (so it shows little beside them),
+    one level deep; past ``MAX_DIRECTORY_LISTINGS`` directories, one listing of all depths
+    under the common prefix of every name. A listing costs one call per 1,000 objects shown."""
+    by_directory: dict[str, list[str]] = {}
+    for listed in files:
+        _, name = split_gs_uri(listed.uri)
+        directory, basename = posixpath.split(name)
+        by_directory.setdefault(directory, []).append(basename)
+    if len(by_directory) > MAX_DIRECTORY_LISTINGS:
+        names = [f"{d}/{b}" if d else b for d, basenames in by_directory.items() for b in basenames]
+        return [Listing(posixpath.commonprefix(names), all_depths=True)]
+    return [
+        Listing((f"{directory}/" if directory else "") + posixpath.commonprefix(basenames))
+        for directory, basenames in sorted(by_directory.items())
+    ]
+
+
+def missing_files(files: Iterable[ManifestFile], found: Mapping[str, StoredFacts]) -> list[str]:
+    """What is not complete among ``files``, in order: the URI of a file ``found`` (by URI)
+    lacks, or the URI and which pin differs, e.g. ``gs://b/x (md5 is A, pinned B)``."""
+    missing: list[str] = []
+    for listed in files:
+        stored = found.get(listed.uri)
+        if stored is None:
+            missing.append(listed.uri)
+            continue
+        differs = _differing_pins(listed, stored)
+        if differs:
+            missing.append(f"{listed.uri} ({'; '.join(differs)})")
+    return missing
 
 
 def split_gs_uri(uri: str) -> tuple[str, str]:
@@ -73,6 +161,18 @@ def split_gs_uri(uri: str) -> tuple[str, str]:
     if found is None:
         raise ValueError(f"{uri!r} is not a gs://BUCKET/OBJECT URI")
     return found["bucket"], found["name"]
+
+
+def _differing_pins(listed: ManifestFile, stored: StoredFacts) -> list[str]:
+    differs = []
+    if listed.generation is not None and stored.generation != listed.generation:
+        differs.append(f"generation is {stored.generation}, pinned {listed.generation}")
+    if listed.size is not None and stored.size != listed.size:
+        differs.append(f"size is {stored.size}, pinned {listed.size}")
+    if listed.md5 is not None and stored.md5_hash != listed.md5:
+        shown = stored.md5_hash or "absent (a composite object has no MD5)"
+        differs.append(f"md5 is {shown}, pinned {listed.md5}")
+    return differs
 
 
 def _as_text(text: str | bytes, where: str) -> str:
@@ -90,9 +190,9 @@ def _as_text(text: str | bytes, where: str) -> str:
         ) from None
 
 
-def _entries(text: str, where: str) -> list[tuple[str, str]]:
+def _entries(text: str, where: str, is_json: bool) -> list[tuple[str, str | Any]]:
     """(label for errors, entry) pairs, from either format."""
-    if text.lstrip().startswith("{"):
+    if is_json or text.lstrip().startswith(("{", "[")):
         return _json_entries(text, where)
     lines = enumerate(text.splitlines(), start=1)
     return [
@@ -102,13 +202,13 @@ def _entries(text: str, where: str) -> list[tuple[str, str]]:
     ]
 
 
-def _json_entries(text: str, where: str) -> list[tuple[str, str]]:
+def _json_entries(text: str, where: str) -> list[tuple[str, str | Any]]:
     try:
         document = json.loads(text)
     except (ValueError, RecursionError) as error:
-        raise InvalidManifest(f"{where} starts with '{{' but is not JSON ({error})") from None
+        raise InvalidManifest(f"{where} is not valid JSON ({error}); fix its syntax") from None
     files = document.get("files") if isinstance(document, dict) else None
-    if not isinstance(files, list) or not all(isinstance(entry, str) for entry in files):
+    if not isinstance(files, list):
         raise InvalidManifest(
             f'{where}: a JSON manifest must be {{"files": ["name or gs:// URI", ...]}}; '
             "fix the files key"
@@ -116,7 +216,58 @@ def _json_entries(text: str, where: str) -> list[tuple[str, str]]:
     return [(f"files[{index}]", entry) for index, entry in enumerate(files)]
 
 
-def _resolved(entry: str, base_uri: str, where: str) -> str:
+def _file(entry: object, base_uri: str, bucket: str, where: str) -> ManifestFile:
+    if isinstance(entry, str):
+        return ManifestFile(_resolved(entry, base_uri, bucket, where))
+    if not isinstance(entry, dict) or not isinstance(entry.get("path"), str):
+        raise InvalidManifest(
+            f'{where}: an entry must be a name or {{"path": "name", "generation": N, "size": N, '
+            f'"md5": "base64"}} (pins optional); fix the files key'
+        )
+    unknown = sorted(set(entry) - {"path", *PIN_KEYS})
+    if unknown:
+        raise InvalidManifest(
+            f"{where}: unknown key {unknown[0]!r}; an entry has path and optionally "
+            f"{', '.join(PIN_KEYS)}"
+        )
+    return ManifestFile(
+        uri=_resolved(entry["path"], base_uri, bucket, where),
+        generation=_count(entry, "generation", where, least=1),
+        size=_count(entry, "size", where, least=0),
+        md5=_md5(entry.get("md5"), where),
+    )
+
+
+def _count(entry: Mapping[str, object], key: str, where: str, *, least: int) -> int | None:
+    """An int64 pin, as a JSON number or a decimal string (Cloud Storage shows them as strings)."""
+    value = entry.get(key)
+    if value is None:
+        return None
+    if isinstance(value, str) and _DECIMAL.fullmatch(value):
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not least <= value < 2**63:
+        raise InvalidManifest(
+            f"{where}: {key} {value!r} must be an integer of at least {least} (a number or a "
+            "decimal string); fix it or leave the pin out"
+        )
+    return value
+
+
+def _md5(value: object, where: str) -> str | None:
+    """The MD5 pin as Cloud Storage shows it (base64); 32 hex digits (``md5sum``) accepted."""
+    if value is None:
+        return None
+    if isinstance(value, str) and _MD5_BASE64.fullmatch(value):
+        return value
+    if isinstance(value, str) and _MD5_HEX.fullmatch(value):
+        return base64.b64encode(binascii.unhexlify(value)).decode("ascii")
+    raise InvalidManifest(
+        f"{where}: md5 {value!r} is not an MD5 digest in base64 (as `gcloud storage hash` "
+        "shows it) or 32 hex digits; fix it or leave the pin out"
+    )
+
+
+def _resolved(entry: str, base_uri: str, bucket: str, where: str) -> str:
     if _CONTROL_CHARACTER.search(entry):
         raise InvalidManifest(f"{where}: {entry!r} contains a control character; remove it")
     if entry.startswith("gs://"):
@@ -135,5 +286,10 @@ def _resolved(entry: str, base_uri: str, where: str) -> str:
         raise InvalidManifest(
             f"{where}: {entry!r} is not a valid gs://BUCKET/OBJECT URI (lowercase bucket, "
             f"object name of 1-{MAX_OBJECT_NAME_BYTES} bytes); fix the entry"
+        )
+    if found["bucket"] != bucket:
+        raise InvalidManifest(
+            f"{where}: {entry!r} is outside the manifest's bucket {bucket}; a manifest lists "
+            "files of its own bucket only: copy the file into it, or drop the entry"
         )
     return uri

@@ -27,7 +27,6 @@ from shared.model.errors import (
     PermanentError,
     PermissionMissing,
     RetryRejected,
-    TransientError,
     human_message,
 )
 from shared.model.results import DispatchOutcome, DispatchResult
@@ -35,6 +34,7 @@ from shared.model.triggers import JobRequest, ObjectFinalized, RetryRequest, Tri
 
 if TYPE_CHECKING:
     from shared.adapters.ledger import Run, RunSnapshot
+    from shared.model.data_waits import DataWait
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ def dispatch_event(cloud_event: CloudEvent, services: Services | None = None) ->
             assert isinstance(trigger, ObjectFinalized)
             return quiet_arrivals.arrive(services, trigger, match)
         if match.manifest_uri is not None:
-            _check_manifest(match.manifest_uri)
+            return _start_run(services, trigger, match, _check_manifest(services, trigger, match))
         return _start_run(services, trigger, match)
     except PermanentError as error:
         # Whatever permanent error the run's own handling did not settle (a malformed event, a
@@ -66,8 +66,15 @@ def dispatch_event(cloud_event: CloudEvent, services: Services | None = None) ->
         return _reject_event(services, cloud_event, trigger, error)
 
 
-def _start_run(services: Services, trigger: Trigger, match: routing.RouteMatch) -> DispatchResult:
-    from shared.adapters.ledger import Run
+def _start_run(
+    services: Services,
+    trigger: Trigger,
+    match: routing.RouteMatch,
+    data_wait: DataWait | None = None,
+) -> DispatchResult:
+    """Open the run (create-if-absent) and submit its first attempt; with ``data_wait``, open it
+    WAITING_DATA instead: the reconciler starts it once its data is complete."""
+    from shared.adapters.ledger import Run, RunStatus
     from shared.policy import records
 
     labels = {"run_id": match.run_id, "route": match.route, "template": match.template}
@@ -79,6 +86,8 @@ def _start_run(services: Services, trigger: Trigger, match: routing.RouteMatch) 
             template=match.template,
             trigger=records.trigger_record(trigger),
             params=dict(match.params),
+            status=RunStatus.ACCEPTED if data_wait is None else RunStatus.WAITING_DATA,
+            data_wait=data_wait,
         )
     )
     log(
@@ -88,6 +97,11 @@ def _start_run(services: Services, trigger: Trigger, match: routing.RouteMatch) 
         labels=labels,
         run_key=match.run_key,
     )
+    if snapshot.run.status is RunStatus.WAITING_DATA:
+        # Acknowledged: the run is recorded, and the reconciler (not a redelivery) starts it.
+        detail = f"run {match.run_id} waits for its data"
+        log(logger, logging.INFO, "run waits for its data", labels=labels)
+        return DispatchResult(DispatchOutcome.WAITING_DATA, match.run_id, detail=detail)
     template = services.config.templates[match.template]
     return _submit(services, snapshot, template, match.params, trigger, labels, 1, 0)
 
@@ -239,27 +253,20 @@ def _end_run(
     return DispatchResult(DispatchOutcome.REJECTED, the_run_id, detail=str(error))
 
 
-def _check_manifest(manifest_uri: str) -> None:
-    """The manifest's files must all exist before the dataset counts as complete."""
-    from shared.adapters import storage
-    from shared.decode import manifests
+def _check_manifest(
+    services: Services, trigger: Trigger, match: routing.RouteMatch
+) -> DataWait | None:
+    """The manifest's files, checked as the event's generation of it lists them: None when all
+    are complete (the run starts now), else what the run will wait for (``manifest_waits``).
+    A manifest that cannot be read or is invalid raises a permanent error: rejected."""
+    from shared.handlers import manifest_waits
 
-    base_uri = manifest_uri.rsplit("/", 1)[0] + "/"
-    files = manifests.parse_manifest(
-        storage.read_object(manifest_uri, manifests.MAX_MANIFEST_BYTES), base_uri
-    )
-    missing = manifests.missing_files(files, storage.object_exists)
-    if missing:
-        more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
-        shown = ", ".join(missing[:5]) + more
-        raise DatasetIncomplete(
-            f"manifest {manifest_uri} lists {len(missing)} files that do not exist yet: {shown}; "
-            "the event is delivered again until they do"
-        )
-
-
-class DatasetIncomplete(TransientError):
-    """A manifest names files that are not uploaded yet: wait and deliver again."""
+    assert isinstance(trigger, ObjectFinalized) and match.manifest_uri is not None
+    found = manifest_waits.check_files(match.manifest_uri, trigger.generation)
+    if not found.missing:
+        return None
+    now = services.now()
+    return found.wait(match.manifest_uri, since=now, checked_at=now)
 
 
 def _reject_event(

@@ -15,7 +15,9 @@ The document (field names as stored)::
                time when it was found quiet; an object written later belongs to the next
                version), objects (null until complete: how many it counted)
     manifest:  manifest_uri, files (how many it lists), missing_count, missing (the first
-               MAX_MISSING_SHOWN missing URIs), checked_at (the last check, null before)
+               MAX_MISSING_SHOWN missing: a URI, or "URI (the pin that differs)"),
+               checked_at (the check that last changed what it shows: a check that finds
+               the same is not written)
 
 Pure: no ``google.*`` import.
 """

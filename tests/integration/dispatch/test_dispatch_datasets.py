@@ -1,8 +1,9 @@
 """Cloud Storage arrivals through on_object_finalized: datasets start exactly one job.
 
 A marker completes its directory (shards match nothing and cost nothing); a manifest completes
-its dataset only once every file it lists exists. Redeliveries, sequential or concurrent, never
-make a second CreateCustomJob.
+its dataset only once every file it lists exists: an incomplete one is recorded WAITING_DATA and
+acknowledged (the reconciler starts it: tests/integration/reconcile/test_reconcile_manifests.py).
+Redeliveries, sequential or concurrent, never make a second CreateCustomJob.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from dispatch_test_support import (
 from shared.adapters import clients
 from shared.adapters.ledger import Ledger, RunStatus
 from shared.model.alerts import AlertReason
+from shared.model.data_waits import ManifestWait
 from shared.model.runkeys import dataset_run_key, run_id
 
 GENERATION = 1733100000000000
@@ -127,7 +129,7 @@ def _upload(bucket: str, name: str, data: bytes) -> None:
     clients.storage_client().bucket(bucket).blob(name).upload_from_string(data)
 
 
-def test_a_manifest_starts_its_job_only_once_every_listed_file_exists(
+def test_an_incomplete_manifest_is_recorded_waiting_and_acknowledged(
     functions: FunctionUrls,
     vertex: VertexAdmin,
     ledger: Ledger,
@@ -141,21 +143,62 @@ def test_a_manifest_starts_its_job_only_once_every_listed_file_exists(
     _upload(MANIFESTS_BUCKET, f"{directory}/part-00000.jsonl", b"{}\n")
     manifest = object_finalized(MANIFESTS_BUCKET, f"{directory}/manifest.json", GENERATION)
 
-    assert deliver_structured(functions.object_finalized, manifest) == 500
-    assert vertex.created_jobs() == []
+    # Acknowledged at once: the run is in the ledger while it waits, not in the platform's
+    # redelivery queue.
+    assert deliver_structured(functions.object_finalized, manifest) == 200
     the_run_id = _dataset_run_id(MANIFESTS_BUCKET, directory)
-    assert ledger.get_run(the_run_id) is None  # nothing recorded while the dataset is incomplete
+    run = ledger.get_run(the_run_id).run
+    assert run.status is RunStatus.WAITING_DATA
+    wait = run.data_wait
+    assert isinstance(wait, ManifestWait)
+    assert wait.since == wait.checked_at and wait.since <= run.created_at
+    assert wait == ManifestWait(
+        manifest_uri=f"gs://{MANIFESTS_BUCKET}/{directory}/manifest.json",
+        files=3,
+        missing_count=2,
+        missing=(
+            f"gs://{MANIFESTS_BUCKET}/{directory}/part-00001.jsonl",
+            f"gs://{MANIFESTS_BUCKET}/shared/vocab.txt",
+        ),
+        since=wait.since,
+        checked_at=wait.since,
+    )
 
+    # A redelivery, even once the files are there, finds the run and does nothing more: the
+    # reconciler starts it (tests/integration/reconcile/test_reconcile_manifests.py).
     _upload(MANIFESTS_BUCKET, f"{directory}/part-00001.jsonl", b"{}\n")
     _upload(MANIFESTS_BUCKET, "shared/vocab.txt", b"the\n")
+    assert deliver_binary(functions.object_finalized, manifest) == 200
+    assert ledger.get_run(the_run_id).run == run
+    assert vertex.create_calls() == []
+    assert alerts.pull() == []
+
+
+def test_a_manifest_whose_files_all_exist_starts_its_job_at_once(
+    functions: FunctionUrls,
+    vertex: VertexAdmin,
+    ledger: Ledger,
+    alerts: AlertsReader,
+    datasets_buckets: tuple[str, str],
+    fresh_name: Callable[[str], str],
+) -> None:
+    directory = f"corpus/{fresh_name('corpus')}"
+    _upload(MANIFESTS_BUCKET, f"{directory}/part-00000.jsonl", b"{}\n")
+    _upload(MANIFESTS_BUCKET, f"{directory}/part-00001.jsonl", b"{}\n")
+    manifest_text = b'{"files": ["part-00000.jsonl", {"path": "part-00001.jsonl", "size": 3}]}'
+    _upload(MANIFESTS_BUCKET, f"{directory}/manifest.json", manifest_text)
+    manifest = object_finalized(MANIFESTS_BUCKET, f"{directory}/manifest.json", GENERATION)
+
     assert deliver_structured(functions.object_finalized, manifest) == 200
     assert deliver_structured(functions.object_finalized, manifest) == 200
 
+    the_run_id = _dataset_run_id(MANIFESTS_BUCKET, directory)
     [created] = vertex.created_jobs()
     assert created["labels"]["vd-run"] == the_run_id
     args = created["jobSpec"]["workerPoolSpecs"][0]["containerSpec"]["args"]
     assert f"--data=gs://{MANIFESTS_BUCKET}/{directory}/" in args
-    assert ledger.get_run(the_run_id).run.status is RunStatus.SUBMITTED
+    run = ledger.get_run(the_run_id).run
+    assert (run.status, run.data_wait) == (RunStatus.SUBMITTED, None)
     assert alerts.pull() == []
 
 
@@ -164,6 +207,13 @@ def test_a_manifest_starts_its_job_only_once_every_listed_file_exists(
     [
         pytest.param(b'{"files": []}', "lists no files", id="a manifest listing nothing"),
         pytest.param(b'{"files": ["../escape.jsonl"]}', "escape.jsonl", id="an entry outside"),
+        pytest.param(b'{"files": ["a.jsonl",]}', "is not valid JSON", id="not JSON"),
+        pytest.param(b"part-0\n", "is not valid JSON", id="a manifest.json of lines"),
+        pytest.param(
+            b'{"files": ["gs://dispatch-it-datasets/a.jsonl"]}',
+            "outside the manifest's bucket",
+            id="a file of another bucket",
+        ),
         pytest.param(None, "does not exist", id="a manifest deleted before delivery"),
     ],
 )
@@ -182,9 +232,10 @@ def test_a_manifest_that_cannot_be_read_is_rejected_and_alerted_once(
         _upload(MANIFESTS_BUCKET, f"{directory}/manifest.json", manifest)
     event = object_finalized(MANIFESTS_BUCKET, f"{directory}/manifest.json", GENERATION)
 
-    # Permanent: acknowledged at once, however often delivered, never a retry storm.
+    # Permanent: acknowledged at once, however often delivered (the redelivery has the event's
+    # id, so it finds the same REJECTED run and alerts no more), never a retry storm.
     assert deliver_binary(functions.object_finalized, event) == 200
-    assert deliver_binary(functions.object_finalized, event) == 200
+    assert deliver_structured(functions.object_finalized, event) == 200
 
     assert vertex.create_calls() == []
     [alert] = alerts.pull()
