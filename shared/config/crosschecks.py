@@ -3,6 +3,8 @@
 - route names are unique, and no two schedule routes answer the same schedule;
 - every route names a template that exists (a pubsub route may leave it to the request);
 - every parameter a route fills is one its template declares;
+- a route whose runs wait for their data (``completion: manifest`` or ``quiet``) needs
+  ``requests_topic``: the reconciler starts such a run by publishing its first attempt there;
 - for routes whose trigger cannot bring parameters of its own (gcs, schedule), every placeholder
   the template uses is filled by dispatch, the trigger or the route: a run never starts only to
   fail rendering.
@@ -12,7 +14,14 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 
-from shared.config.model import GcsRoute, PubSubRoute, Route, ScheduleRoute, Template
+from shared.config.model import (
+    Completion,
+    GcsRoute,
+    PubSubRoute,
+    Route,
+    ScheduleRoute,
+    Template,
+)
 from shared.config.placeholders import (
     RENDER_FIELDS,
     SHARD_FIELDS,
@@ -116,3 +125,23 @@ def _check_route_template(
             f"a {kind} trigger does not carry; fill it here, e.g. params: {{{name}: "
             '"..."}',
         )
+
+
+WAITING_COMPLETIONS = frozenset({Completion.MANIFEST, Completion.QUIET})
+
+
+def check_waiting_routes_have_a_requests_topic(
+    routes: Mapping[int, Route], requests_topic: str | None, problems: Problems
+) -> None:
+    """A run that waits for its data is started by the reconciler through ``requests_topic``:
+    without one it would wait for ever, complete but never submitted."""
+    if requests_topic:
+        return
+    for index, route in routes.items():
+        if isinstance(route, GcsRoute) and route.completion in WAITING_COMPLETIONS:
+            problems.add(
+                child(child(item("routes", index), "gcs"), "completion"),
+                f"completion: {route.completion.value} runs wait for their data and are started "
+                "by the reconciler through requests_topic, which this config does not set; set "
+                "requests_topic to the topic dispatch's on_request function listens to",
+            )

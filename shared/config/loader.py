@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from shared.config.crosschecks import check_routes
+from shared.config.crosschecks import check_routes, check_waiting_routes_have_a_requests_topic
 from shared.config.fields import read_list, read_mapping, read_text
 from shared.config.guards import check_template, read_guards
 from shared.config.model import DEFAULT_JOB_EVENTS_TOPIC_ID, Config, Route, Template
@@ -98,6 +98,7 @@ def parse_config(
     declared = top.get("templates")
     check_routes(routes, templates, declared if isinstance(declared, Mapping) else {}, problems)
     check_quiet_against_data_timeout(routes, data_timeout, problems)
+    check_waiting_routes_have_a_requests_topic(routes, topics["requests_topic"], problems)
     problems.raise_if_any(source)
     return Config(
         project=project,

@@ -14,7 +14,9 @@ class DispatchOutcome(enum.StrEnum):
     REATTACHED = "reattached"  # an earlier delivery created the job; found by label and recorded
     DUPLICATE = "duplicate"  # the run already has this attempt's job, or is over
     WAITING = "waiting"  # no placement can take the job now; the run waits for a retry
-    WAITING_DATA = "waiting_data"  # the object opened or joined a dataset waiting to be quiet
+    # recorded, waiting for its data: a quiet dataset's object opened or joined the waiting
+    # version, or a manifest's files are not all there yet
+    WAITING_DATA = "waiting_data"
     REJECTED = "rejected"  # a permanent error, recorded and alerted; nothing was created
 
 

@@ -40,6 +40,7 @@ T = "templates.resnet"
 def quiet_config(**gcs: object) -> dict[str, Any]:
     """The base config plus a quiet route on exports/{date}/ (``gcs`` overrides its keys)."""
     config = base_config()
+    config["requests_topic"] = "training-requests"  # where the reconciler starts its runs
     route_gcs: dict[str, object] = {
         "bucket": "acme-exports",
         "match": "exports/*/part-*.parquet",
@@ -176,6 +177,7 @@ def test_every_broken_quiet_key_is_reported_at_once() -> None:
 def test_quiet_keys_with_another_completion_say_they_need_quiet(key: str, completion: str) -> None:
     values = {"dataset": "imagenet/{day}/", "quiet_for": "10m", "min_objects": 2}
     config = with_value(base_config(), "routes[0].gcs.completion", completion)
+    config = with_value(config, "requests_topic", "training-requests")  # manifest runs need it
     config = with_value(config, f"routes[0].gcs.{key}", values.get(key, "new_run"))
     assert problems_of(config) == [
         (
@@ -208,6 +210,12 @@ def test_quiet_for_must_be_shorter_than_data_timeout(
         return
     [message] = [message for path, message in problems_of(config) if path == f"{GCS}.quiet_for"]
     assert "not shorter than data_timeout" in message
+
+
+def test_a_quiet_route_needs_a_requests_topic_to_start_its_runs() -> None:
+    config = with_value(quiet_config(), "requests_topic", DELETE)
+    [message] = [message for path, message in problems_of(config) if path == f"{GCS}.completion"]
+    assert "requests_topic" in message and "reconciler" in message
 
 
 # --- parameters and templates of a quiet route --------------------------------------------------
