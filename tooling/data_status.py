@@ -8,7 +8,8 @@ it will have it.
   an earlier version's cutoff, and the newest one's write time). It then says when the dataset
   will be complete by the one rule (``policy.quiet``): at ``newest + quiet_for`` if nothing more is
   written, or that it needs N more objects (``min_objects``), and when it gives up
-  (``data_timeout`` after its newest object, or after the wait began when it has none).
+  (``policy.quiet.overdue_at``, the reconciler's own deadline: ``data_timeout`` after the later of
+  its newest object and the start of its wait).
 - A manifest (``ManifestWait``): what the reconciler's last check recorded (files missing of
   total, the first few of them), and when it gives up (``data_timeout`` after the wait began).
 
@@ -146,8 +147,9 @@ def _quiet_view(
     seen = f"{listing.objects} object{'s' if listing.objects != 1 else ''}" + (
         f", newest written {_at(newest)}" if newest else ""
     )
-    gives_up = (newest or wait.since) + data_timeout
-    if listing.objects < rule.min_objects:
+    overdue = quiet.overdue_at(listing.objects, newest, wait.since, data_timeout, rule)
+    if overdue is not None:  # short of min_objects: the reconciler's own deadline
+        gives_up = overdue
         more = rule.min_objects - listing.objects
         document["needs_objects"] = more
         document["gives_up_at"] = _at(gives_up)

@@ -399,6 +399,7 @@ def _run_retry(args: argparse.Namespace) -> int:
         RunStatus,
         utc_now,
     )
+    from shared.model.data_waits import QuietWait
     from shared.model.errors import DispatchError
 
     config = _operator_config(args)
@@ -437,6 +438,16 @@ def _run_retry(args: argparse.Namespace) -> int:
                 f"complete (`vertex-dispatch status {run.run_id}` says what it waits for and "
                 "when). A retry now would train on part of the data; to give up on it, "
                 f"`vertex-dispatch cancel {run.run_id}`",
+            )
+            return EXIT_PROBLEMS
+        if isinstance(run.data_wait, QuietWait) and not run.data_wait.complete:
+            # Its objects belong to the dataset's next version (policy.arrivals): a job on them
+            # here would leave that version to train on them a second time, or never.
+            fail(
+                "retry",
+                f"run {run.run_id} is a version of the dataset {run.data_wait.dataset_uri} that "
+                "never completed: it is not retried. Write an object under the dataset: it opens "
+                "a new version, which starts once the dataset has been quiet",
             )
             return EXIT_PROBLEMS
         plan = RetryPlan(

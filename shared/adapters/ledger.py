@@ -489,6 +489,23 @@ class Ledger:
         ``current`` (else ``LedgerConflict``)."""
         return self._write_if_unchanged(current, with_data_wait(current.run, wait))
 
+    def fail_data_wait(self, current: RunSnapshot) -> RunSnapshot:
+        """End a run WAITING_DATA that can never start: FAILED, only while it still waits
+        (re-read on a conflict with a write that left it waiting, such as an alert's claim);
+        ``LedgerConflict`` when it moved on (its data was found complete meanwhile)."""
+
+        def change(run: Run) -> Run:
+            if run.status is RunStatus.FAILED:
+                return run
+            if run.status is not RunStatus.WAITING_DATA:
+                raise LedgerConflict(
+                    f"run {run.run_id} is {run.status.value}, no longer waiting for its data: "
+                    "it is not ended"
+                )
+            return with_status(run, RunStatus.FAILED)
+
+        return self._apply(current.run.run_id, change, current)[0]
+
     def data_ready(self, current: RunSnapshot, wait: DataWait, at: datetime) -> RunSnapshot:
         """Move a run WAITING_DATA whose data is complete to ACCEPTED (``with_data_ready``),
         only if it is still ``current`` (else ``LedgerConflict``: another tick did it)."""

@@ -98,6 +98,23 @@ def list_objects(
             )
 
 
+def stat_object(bucket: str, name: str) -> StoredObject | None:
+    """The object ``gs://bucket/name`` as a listing would show it, or None when it does not
+    exist (one metadata read)."""
+    uri = f"gs://{bucket}/{name}"
+    with _translated_errors(uri):
+        blob = storage_client().bucket(bucket).get_blob(name)
+    if blob is None:
+        return None
+    return StoredObject(
+        name=blob.name,
+        generation=int(blob.generation or 0),
+        size=int(blob.size or 0),
+        md5_hash=blob.md5_hash,
+        updated=blob.updated,
+    )
+
+
 @contextmanager
 def _translated_errors(
     uri: str, unreadable: type[DispatchError] = DatasetUnreadable, if_missing: str = ""

@@ -28,6 +28,12 @@ class DatasetMatch:
     captures: Mapping[str, str] = field(default_factory=dict)
 
 
+def is_folder_object(object_name: str) -> bool:
+    """Whether ``object_name`` is a folder placeholder (``exports/2026-12-01/``, as the Cloud
+    Console's "create folder" writes): it holds no data, so it is no object of any dataset."""
+    return object_name.endswith("/")
+
+
 def dataset_of(pattern: str, object_name: str) -> DatasetMatch | None:
     """The dataset of ``object_name`` under ``pattern``; None when the object is not under one
     (directly in the bucket's root above the pattern, or elsewhere)."""

@@ -141,7 +141,17 @@ def _decode_object_finalized(cloud_event: CloudEvent) -> ObjectFinalized:
         event_id=_event_id(cloud_event),
         event_time=_optional_timestamp(cloud_event.get("time"), "CloudEvent attribute time"),
         content_type=_optional_text(data, "contentType", "storage event data"),
+        updated=_lenient_timestamp(data.get("updated")),
     )
+
+
+def _lenient_timestamp(value: object) -> datetime | None:
+    """An optional timestamp that only refines a decision (the object's ``updated``): one that
+    cannot be read is left out rather than refusing an event Cloud Storage sent."""
+    try:
+        return _optional_timestamp(value, "storage event data.updated")
+    except MalformedEvent:
+        return None
 
 
 def _check_object_name(name: str) -> None:

@@ -109,33 +109,40 @@ def parse_manifest(
 
 @dataclass(frozen=True)
 class Listing:
-    """One listing of the manifest's bucket: the names starting with ``prefix``, of one
-    directory level (delimiter ``/``) unless ``all_depths``."""
+    """One listing of the manifest's bucket, one directory level (delimiter ``/``): the names
+    starting with ``prefix``, which show the manifest's files ``names`` (full object names)."""
 
     prefix: str
-    all_depths: bool = False
+    names: tuple[str, ...]
+
+    @property
+    def max_shown(self) -> int:
+        """The most objects this listing may page through before it costs more than asking for
+        its files one by one: the pages its files fill, plus one. A directory holding far more
+        than the manifest lists is then read file by file (``names``), never listed whole."""
+        pages = -(-len(self.names) // LIST_PAGE_OBJECTS)
+        return (pages + 1) * LIST_PAGE_OBJECTS
 
 
-MAX_DIRECTORY_LISTINGS = 32
-"""A manifest whose files lie in more directories than this is checked with one listing of all
-depths under their common prefix instead of one listing per directory."""
+LIST_PAGE_OBJECTS = 1000  # Cloud Storage's largest page: what one list call shows
 
 
 def listing_plan(files: Iterable[ManifestFile]) -> list[Listing]:
     """The listings that show every file of ``files`` in few calls: one per directory, of the
     directory plus the longest prefix its files' names share (so it shows little beside them),
-    one level deep; past ``MAX_DIRECTORY_LISTINGS`` directories, one listing of all depths
-    under the common prefix of every name. A listing costs one call per 1,000 objects shown."""
+    one level deep. A listing costs one call per 1,000 objects shown, and is cut short at
+    ``Listing.max_shown`` (the caller then reads its files one by one): a check never costs
+    more than about twice the calls its files need, however full their directories are."""
     by_directory: dict[str, list[str]] = {}
     for listed in files:
         _, name = split_gs_uri(listed.uri)
         directory, basename = posixpath.split(name)
         by_directory.setdefault(directory, []).append(basename)
-    if len(by_directory) > MAX_DIRECTORY_LISTINGS:
-        names = [f"{d}/{b}" if d else b for d, basenames in by_directory.items() for b in basenames]
-        return [Listing(posixpath.commonprefix(names), all_depths=True)]
     return [
-        Listing((f"{directory}/" if directory else "") + posixpath.commonprefix(basenames))
+        Listing(
+            (f"{directory}/" if directory else "") + posixpath.commonprefix(basenames),
+            tuple(f"{directory}/{b}" if directory else b for b in basenames),
+        )
         for directory, basenames in sorted(by_directory.items())
     ]
 

@@ -45,7 +45,7 @@ from shared.config.model import (
     Template,
 )
 from shared.config.placeholders import PLACEHOLDER, RENDER_FIELDS
-from shared.decode.datasets import dataset_of, dataset_regex
+from shared.decode.datasets import dataset_of, is_folder_object
 from shared.model.errors import ConfigError, PermanentError
 from shared.model.runkeys import (
     dataset_run_key,
@@ -173,16 +173,10 @@ def _route_object(trigger: ObjectFinalized, config: Config) -> RouteMatch | None
             and candidate.bucket == trigger.bucket
             and glob_regex(candidate.match).fullmatch(trigger.name)
         ):
-            if candidate.quiet is not None and _is_folder_object(candidate.quiet, trigger.name):
-                return None  # the console's "create folder" object: no data, no dataset of its own
+            if candidate.quiet is not None and is_folder_object(trigger.name):
+                return None  # a "create folder" placeholder holds no data: nothing to wait for
             return _object_match(candidate, trigger, config)
     return None
-
-
-def _is_folder_object(rule: QuietRule, name: str) -> bool:
-    """Whether ``name`` is a dataset directory itself (``exports/2026-12-01/``), as the Cloud
-    Console writes when someone creates a folder: it holds no data and starts nothing."""
-    return name.endswith("/") and dataset_regex(rule.dataset).fullmatch(name) is not None
 
 
 def _object_match(gcs_route: GcsRoute, trigger: ObjectFinalized, config: Config) -> RouteMatch:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from shared.adapters.ledger import RunSnapshot, RunStatus
+from shared.adapters.ledger import LedgerConflict, RunSnapshot, RunStatus
 from shared.handlers import manifest_waits, quiet_datasets
 from shared.handlers.data_waits import DataCheck
 from shared.logs import log
@@ -60,12 +60,21 @@ def check_waiting_data(
 
 
 def _check(services: Services, snapshot: RunSnapshot, now: datetime) -> DataCheck | str:
+    from google.auth.exceptions import GoogleAuthError
+
     run = snapshot.run
     try:
         if isinstance(run.data_wait, QuietWait):
             return quiet_datasets.check_dataset(services, snapshot, now)
         return manifest_waits.check_manifest(services, snapshot, now)
-    except DispatchError as error:
+    except LedgerConflict:
+        # Another tick (or an operator) moved the run since this tick read it: the next tick
+        # reads it as it is.
+        log(logger, logging.INFO, "waiting run moved meanwhile", labels={"run_id": run.run_id})
+        return DataCheck.NOT_CHECKED
+    except (DispatchError, GoogleAuthError) as error:
+        # GoogleAuthError: the function's token could not be refreshed (the metadata server
+        # unreachable for a moment): this run is checked again next tick, the others go on.
         what = f"checking the data run {run.run_id} waits for: {error}"
         log(logger, logging.WARNING, "data check failed", labels={"run_id": run.run_id}, error=what)
         return what

@@ -10,7 +10,10 @@ is one:
   dispatch admits as any first attempt (``policy.admission``). A publish that fails is recovered
   by the never-claimed rule (``policy.due_retries``) ``RECOVERY_REPUBLISH_AFTER`` later;
 - **overdue** (``data_timed_out``): waiting longer than the config's ``data_timeout``, the run
-  ends FAILED with one ``data_timeout`` alert saying what is missing.
+  ends FAILED with one ``data_timeout`` alert saying what is missing; a run that can never start
+  (its manifest or its route gone) ends the same way, with its own reason (``end_data_wait``).
+  Either end is a compare-and-set on the run still WAITING_DATA: a tick that read the run
+  before another tick started it never fails it.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from shared.adapters import retry_messages
-from shared.adapters.ledger import RunSnapshot, RunStatus
+from shared.adapters.ledger import RunSnapshot
 from shared.logs import log
 from shared.model.alerts import AlertReason
 from shared.model.data_waits import DataWait
@@ -46,17 +49,32 @@ class DataCheck(enum.StrEnum):
 def data_ready(services: Services, snapshot: RunSnapshot, wait: DataWait, now: datetime) -> None:
     """The run's data is complete (``wait``, completed): ACCEPTED, then its first attempt's
     retry published. ``LedgerConflict`` when another tick (or an operator) moved it first."""
+    mark_ready(services, snapshot, wait, now)
+    publish_first_attempt(services, snapshot.run.run_id, now)
+
+
+def mark_ready(
+    services: Services, snapshot: RunSnapshot, wait: DataWait, now: datetime
+) -> RunSnapshot:
+    """``data_ready``'s compare-and-set alone (for a caller with work between it and the
+    publish): the run ACCEPTED with ``wait``, its recovery publish noted at ``now``."""
     run = snapshot.run
-    services.ledger.data_ready(snapshot, wait, now)
+    ready = services.ledger.data_ready(snapshot, wait, now)
     labels = {"run_id": run.run_id, "route": run.route, "template": run.template}
     log(logger, logging.INFO, "data complete: run accepted", labels=labels)
+    return ready
+
+
+def publish_first_attempt(services: Services, run_id: str, now: datetime) -> None:
+    """Publish the first attempt's retry message of a run made ready; a failure raises, and the
+    never-claimed recovery publishes it again later (``policy.due_retries``)."""
     topic = services.config.requests_topic
     if topic is None:
         raise retry_messages.RetryNotPublished(
-            f"run {run.run_id}'s data is complete, but the config sets no requests_topic to "
+            f"run {run_id}'s data is complete, but the config sets no requests_topic to "
             "publish its first attempt on: set requests_topic to the topic dispatch listens on"
         )
-    retry_messages.publish_retry(run.run_id, RetryPlan(now, 1, 0, "its data is complete"), topic)
+    retry_messages.publish_retry(run_id, RetryPlan(now, 1, 0, "its data is complete"), topic)
 
 
 def data_timed_out(
@@ -66,23 +84,40 @@ def data_timed_out(
 
     ``missing`` says what the data still lacks; ``what_to_do`` how to get the run going.
     """
-    from shared.handlers.actions import trigger_line
-    from shared.handlers.rejections import finish_run
-
     run = snapshot.run
     wait = run.data_wait
     since = wait.since if wait is not None else run.created_at or now
-    timeout = services.config.data_timeout
-    finish_run(
-        services.ledger,
+    end_data_wait(
+        services,
         snapshot,
-        RunStatus.FAILED,
-        config=services.config,
-        trigger=trigger_line(run),
         reason=AlertReason.DATA_TIMEOUT,
         message=(
             f"run {run.run_id} waited for its data since {since.isoformat()}, longer than "
-            f"data_timeout ({timeout}): {missing}"
+            f"data_timeout ({services.config.data_timeout}): {missing}"
         ),
+        what_to_do=what_to_do,
+    )
+
+
+def end_data_wait(
+    services: Services, snapshot: RunSnapshot, *, reason: str, message: str, what_to_do: str
+) -> None:
+    """End a run WAITING_DATA that can never start (its data overdue, its manifest or its route
+    gone): FAILED by compare-and-set, only while it still waits, then alerted once (``reason``).
+
+    ``LedgerConflict`` when the run moved on meanwhile (another tick found its data complete
+    and dispatch started it): nothing is ended, nothing alerted.
+    """
+    from shared.handlers.actions import trigger_line
+    from shared.handlers.rejections import alert_once
+
+    ended = services.ledger.fail_data_wait(snapshot)
+    alert_once(
+        services.ledger,
+        ended.run,
+        config=services.config,
+        trigger=trigger_line(ended.run),
+        reason=reason,
+        message=message,
         what_to_do=what_to_do,
     )

@@ -56,7 +56,9 @@ def dispatch_event(cloud_event: CloudEvent, services: Services | None = None) ->
 
             assert isinstance(trigger, ObjectFinalized)
             return quiet_arrivals.arrive(services, trigger, match)
-        if match.manifest_uri is not None:
+        if match.manifest_uri is not None and services.ledger.get_run(match.run_id) is None:
+            # Read and check the manifest on its first delivery only: a redelivery finds its run
+            # (waiting, or started) and never reads a manifest rewritten or deleted since.
             return _start_run(services, trigger, match, _check_manifest(services, trigger, match))
         return _start_run(services, trigger, match)
     except PermanentError as error:

@@ -15,9 +15,12 @@ checks it each tick (``check_manifest``), not the platform's redeliveries:
   missing files shown), so a manifest waiting a day costs no write per tick; ``checked_at`` is
   the check that last changed it.
 
-Existence is checked by listing (``manifests.listing_plan``), never one call per file: a check
+Existence is checked by listing (``manifests.listing_plan``), not one call per file: a check
 costs one list call per 1,000 objects the listings show, e.g. 10 calls for 10,000 files of one
-directory, plus one read of the manifest.
+directory, plus one read of the manifest. A directory holding far more objects than the
+manifest lists there is not listed whole: its listing stops after the pages its files would
+fill plus one, and its files are read one by one instead, so a check costs at most about twice
+the calls its files need.
 """
 
 from __future__ import annotations
@@ -29,9 +32,9 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from shared.adapters import storage
-from shared.adapters.ledger import RunSnapshot, RunStatus
+from shared.adapters.ledger import RunSnapshot
 from shared.decode import manifests
-from shared.handlers.data_waits import DataCheck, data_ready, data_timed_out
+from shared.handlers.data_waits import DataCheck, data_ready, data_timed_out, end_data_wait
 from shared.logs import log
 from shared.model.data_waits import MAX_MISSING_SHOWN, ManifestWait
 
@@ -74,12 +77,20 @@ def check_files(manifest_uri: str, generation: int) -> FilesCheck:
     calls = 0
     for listing in manifests.listing_plan(files):
         shown = 0
-        delimiter = None if listing.all_depths else "/"
-        for stored in storage.list_objects(bucket, listing.prefix, delimiter=delimiter):
+        for stored in storage.list_objects(bucket, listing.prefix, delimiter="/"):
             shown += 1
+            if shown > listing.max_shown:
+                break
             if stored.name in wanted:
                 found[f"gs://{bucket}/{stored.name}"] = stored
         calls += max(1, math.ceil(shown / storage.LIST_PAGE_SIZE))
+        if shown > listing.max_shown:
+            # The directory holds far more than the manifest lists: its files one by one.
+            for name in listing.names:
+                stored_file = storage.stat_object(bucket, name)
+                calls += 1
+                if stored_file is not None:
+                    found[f"gs://{bucket}/{name}"] = stored_file
     missing = manifests.missing_files(files, found)
     return FilesCheck(files=len(files), missing=tuple(missing), list_calls=calls)
 
@@ -142,16 +153,11 @@ def _manifest_gone(
 ) -> None:
     """The manifest generation the run waits for cannot be read any more (deleted, or rewritten
     in a bucket that keeps no old versions): the run can never start; end it, alerted once."""
-    from shared.handlers.actions import trigger_line
-    from shared.handlers.rejections import finish_run
     from shared.model.alerts import AlertReason
 
-    finish_run(
-        services.ledger,
+    end_data_wait(
+        services,
         snapshot,
-        RunStatus.FAILED,
-        config=services.config,
-        trigger=trigger_line(snapshot.run),
         reason=AlertReason.INVALID_REQUEST,
         message=(
             f"run {snapshot.run.run_id} waited for the files of manifest {wait.manifest_uri} "

@@ -63,9 +63,13 @@ def arrive(
     dataset = match.dataset
     assert dataset is not None  # dispatch calls this for quiet routes only
     rule = dataset.rule
-    written = trigger.event_time or services.now()
-    key = _memory_key(dataset)
-    known = MEMORY.get(key)
+    # Cloud Storage's own time of the write (the clock the reconciler's listings and cutoffs
+    # use), else the event's; an event with neither is placed as if written now, the latest it
+    # can have been, and teaches the memory nothing (a horizon from "now" could overreach).
+    object_time = trigger.updated or trigger.event_time
+    written = object_time or services.now()
+    key = _memory_key(dataset) if object_time is not None else None
+    known = MEMORY.get(key) if key is not None else None
     if known is not None:
         answer = answer_from_memory(known, written, rule)
         if answer is not None:
@@ -92,7 +96,7 @@ def _look(
     trigger: ObjectFinalized,
     first_match: routing.RouteMatch,
     written: datetime,
-    key: Hashable,
+    key: Hashable | None,
 ) -> DispatchResult | None:
     """One read of the dataset and what it decides; None: it changed under us, look again."""
     from shared.adapters.ledger import LedgerConflict
@@ -119,7 +123,7 @@ def _look(
         newest = found
     arrival = place(newest.run, written, rule)
     remembered = learnt(newest.run, version, written, rule)
-    if remembered is not None:
+    if remembered is not None and key is not None:
         MEMORY.note(key, remembered)
     if arrival is not Arrival.OPENS_NEXT:
         labels = _labels(newest.run)
@@ -170,13 +174,13 @@ def _opened(
     snapshot: RunSnapshot,
     version: int,
     written: datetime,
-    key: Hashable,
+    key: Hashable | None,
     match: routing.RouteMatch,
 ) -> DispatchResult:
     dataset = match.dataset
     assert dataset is not None
     remembered = learnt(snapshot.run, version, written, dataset.rule)
-    if remembered is not None:
+    if remembered is not None and key is not None:
         MEMORY.note(key, remembered)
     rule = dataset.rule
     log(

@@ -48,7 +48,6 @@ from shared.adapters.ledger import LedgerConflict, RunSnapshot, RunStatus
 from shared.config.model import AfterStart, GcsRoute, QuietRule
 from shared.decode import routing
 from shared.decode.manifests import split_gs_uri
-from shared.decode.routing import glob_regex
 from shared.handlers import data_waits
 from shared.handlers.data_waits import DataCheck
 from shared.logs import log
@@ -164,7 +163,7 @@ def check_dataset(services: Services, snapshot: RunSnapshot, now: datetime) -> D
     if quiet.is_complete(tally.objects, tally.newest, now, rule):
         completed = replace(wait, cutoff=tally.newest, objects=tally.objects)
         try:
-            data_waits.data_ready(services, snapshot, completed, now)
+            data_waits.mark_ready(services, snapshot, completed, now)
         except LedgerConflict:
             # Another tick made it ready, or an operator cancelled it: the next tick reads it.
             log(logger, logging.INFO, "quiet dataset moved meanwhile", labels=labels)
@@ -181,9 +180,13 @@ def check_dataset(services: Services, snapshot: RunSnapshot, now: datetime) -> D
             objects=tally.objects,
             cutoff=completed.cutoff.isoformat() if completed.cutoff else None,
         )
+        # Step 5 before the publish: a publish that fails is published again by the recovery,
+        # but nothing would look for this version's late objects again.
         if rule.after_start is AfterStart.NEW_RUN and tally.newest is not None:
             _open_next_if_late(services, route, bucket, prefix, tally.newest, labels)
+        data_waits.publish_first_attempt(services, run.run_id, now)
         return DataCheck.READY
+
     if quiet.data_overdue(tally.objects, tally.newest, wait.since, now, timeout, rule):
         newest = tally.newest.isoformat() if tally.newest else "none"
         _timed_out(
@@ -219,12 +222,11 @@ def _open_next_if_late(
     the next late object's own event opens the version."""
     from shared.handlers import quiet_arrivals
 
-    matches = glob_regex(route.match).fullmatch
     try:
         late = [
             found
             for found in storage.list_objects(bucket, prefix)
-            if found.updated > cutoff and matches(found.name) is not None
+            if found.updated > cutoff and quiet.counts(found, route.match)
         ]
         if not late:
             return
@@ -318,8 +320,8 @@ def _timed_out(
         missing=missing,
         what_to_do=(
             f"upload the rest of the dataset under {wait.dataset_uri}: the next object written "
-            "there opens a new version of it, which waits again; or, if what is there is "
-            f"enough, `vertex-dispatch retry {snapshot.run.run_id}` starts its job on it"
+            "there opens a new version of it, which waits to be quiet again (a version that "
+            "never completed is not retried: its objects belong to the next one)"
         ),
     )
 
@@ -329,28 +331,22 @@ def _route_gone(
 ) -> None:
     """End a waiting version whose route left the config (or is no longer quiet): FAILED, one
     ``route_gone`` alert. Nothing could tell when its dataset is complete any more."""
-    from shared.handlers.actions import trigger_line
-    from shared.handlers.rejections import finish_run
-
     run = snapshot.run
     why = (
         "which the config no longer has"
         if route is None
         else f"which no longer has completion: quiet (it has {route.completion.value})"
     )
-    finish_run(
-        services.ledger,
+    data_waits.end_data_wait(
+        services,
         snapshot,
-        RunStatus.FAILED,
-        config=services.config,
-        trigger=trigger_line(run),
         reason=AlertReason.ROUTE_GONE,
         message=(
             f"run {run.run_id} waited for the dataset {wait.dataset_uri} to be quiet under route "
             f"{run.route!r}, {why}: nothing can tell when the dataset is complete"
         ),
         what_to_do=(
-            f"restore route {run.route!r} with completion: quiet and upload the dataset again, "
-            f"or `vertex-dispatch retry {run.run_id}` to start its job on what is there now"
+            f"restore route {run.route!r} with completion: quiet, then write an object under "
+            f"{wait.dataset_uri}: it opens a new version of the dataset, which waits to be quiet"
         ),
     )

@@ -25,6 +25,9 @@ class ObjectFinalized:
     event_id: str
     event_time: datetime | None = None
     content_type: str | None = None
+    # When this generation was written (the object's ``updated``, Cloud Storage's clock), when
+    # the event carries it: the time a quiet dataset's rule compares with its listings.
+    updated: datetime | None = None
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from shared.config.model import QuietRule
+from shared.decode.datasets import is_folder_object
 from shared.decode.routing import glob_regex
 
 
@@ -55,16 +56,21 @@ class Tally:
     newest: datetime | None
 
 
+def counts(found: ListedObject, match: str) -> bool:
+    """Whether a listed object is one of its dataset's: the route's ``match`` matches it and it
+    is no folder placeholder (which dispatch ignores too, ``decode.datasets``)."""
+    return not is_folder_object(found.name) and glob_regex(match).fullmatch(found.name) is not None
+
+
 def tally(listed: Iterable[ListedObject], match: str, after: datetime | None = None) -> Tally:
-    """What a version is judged on, from a listing of its dataset's directory: the objects the
-    route's ``match`` matches (others, a ``_SUCCESS.crc`` or a temporary file, are not the
-    dataset's), written after ``after`` (the cutoff of the last earlier version that started:
-    its objects are not this version's), counted, and the newest one's time."""
-    matches = glob_regex(match).fullmatch
+    """What a version is judged on, from a listing of its dataset's directory: the objects of
+    the dataset (``counts``: a ``_SUCCESS.crc``, a temporary file or a folder placeholder is
+    not), written after ``after`` (the cutoff of the last earlier version that started: its
+    objects are not this version's), counted, and the newest one's time."""
     objects = 0
     newest: datetime | None = None
     for found in listed:
-        if matches(found.name) is None or (after is not None and found.updated <= after):
+        if not counts(found, match) or (after is not None and found.updated <= after):
             continue
         objects += 1
         if newest is None or found.updated > newest:

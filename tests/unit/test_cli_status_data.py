@@ -94,9 +94,11 @@ def waiting_on_manifest(missing: int, files: int = 10, checked: bool = True) -> 
         pytest.param(
             Tally(1, NOW - timedelta(hours=25)),
             "1 object, newest written 2026-11-30T11:00:00Z; needs 2 more objects (min_objects "
-            "3); gives up 2026-12-01T11:00:00Z (due) if none is written",
-            {"objects": 1, "needs_objects": 2},
-            id="overdue",
+            "3); gives up 2026-12-02T11:00:00Z (in 23h00m) if none is written",
+            {"objects": 1, "needs_objects": 2, "gives_up_at": "2026-12-02T11:00:00Z"},
+            # the reconciler's deadline: data_timeout after the later of the newest object and
+            # the start of the wait (policy.quiet.overdue_at)
+            id="written-before-the-wait-gives-up-from-since",
         ),
         pytest.param(
             "Cloud Storage not read: 403 no grant",

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 import pytest
 
 from shared.decode.manifests import (
-    MAX_DIRECTORY_LISTINGS,
     MAX_MANIFEST_FILES,
     InvalidManifest,
     Listing,
@@ -193,23 +192,33 @@ def _files(*names: str) -> list[ManifestFile]:
     return [ManifestFile(f"gs://acme-datasets/{name}") for name in names]
 
 
+SHARDS = [f"coco/part-{n:05d}.tfrecord" for n in range(10_000)]
 LISTINGS = [
     pytest.param(
-        _files(*(f"coco/part-{n:05d}.tfrecord" for n in range(10_000))),
-        [Listing("coco/part-0")],
+        _files(*SHARDS),
+        [Listing("coco/part-0", tuple(SHARDS))],
         id="10,000 shards of one directory: one listing, 10 calls",
     ),
     pytest.param(
         _files("coco/a/x", "coco/b/y", "coco/a/z", "vocab.txt"),
-        [Listing("vocab.txt"), Listing("coco/a/"), Listing("coco/b/y")],
+        [
+            Listing("vocab.txt", ("vocab.txt",)),
+            Listing("coco/a/", ("coco/a/x", "coco/a/z")),
+            Listing("coco/b/y", ("coco/b/y",)),
+        ],
         id="one per directory; a lone file lists itself",
     ),
     pytest.param(
-        _files(*(f"d{n:03d}/part-0" for n in range(MAX_DIRECTORY_LISTINGS + 1))),
-        [Listing("d0", all_depths=True)],
-        id="too many directories: one listing of all depths",
+        _files(*(f"d{n:03d}/part-0" for n in range(40))),
+        [Listing(f"d{n:03d}/part-0", (f"d{n:03d}/part-0",)) for n in range(40)],
+        id="many directories: one bounded listing each, never the bucket",
     ),
 ]
+
+
+def test_a_listing_stops_after_the_pages_its_files_fill_plus_one() -> None:
+    assert Listing("d/", ("d/a",)).max_shown == 2000
+    assert Listing("d/", tuple(SHARDS)).max_shown == 11_000
 
 
 @pytest.mark.parametrize(("files", "expected"), LISTINGS)

@@ -350,3 +350,19 @@ def test_decode_never_lets_a_raw_error_out(data: dict[str, object], kind: str) -
     for event in events:
         with contextlib.suppress(MalformedEvent):
             decode(event)
+
+
+@pytest.mark.parametrize(
+    ("updated", "expected"),
+    [
+        ("2026-12-01T01:59:58.123Z", datetime(2026, 12, 1, 1, 59, 58, 123000, tzinfo=UTC)),
+        (None, None),  # absent: the event's time serves
+        ("yesterday", None),  # unreadable: left out, never a reason to refuse the event
+    ],
+)
+def test_an_objects_updated_time_is_decoded_when_readable(
+    updated: str | None, expected: datetime | None
+) -> None:
+    trigger = decode(storage_event(object_resource(updated=updated)))
+    assert isinstance(trigger, ObjectFinalized)
+    assert trigger.updated == expected

@@ -166,3 +166,8 @@ def test_a_tally_counts_only_what_the_route_matches_after_the_earlier_cutoff() -
         1, datetime(2026, 12, 1, 11, 30, tzinfo=UTC)
     )
     assert quiet.tally([], "exports/**") == quiet.Tally(0, None)
+    # exports/** matches a folder placeholder too; it holds no data and is not counted.
+    placeholder = [stored("exports/2026-12-01/", 50), stored("exports/2026-12-01/a", 5)]
+    assert quiet.tally(placeholder, "exports/**") == quiet.Tally(
+        1, datetime(2026, 12, 1, 11, 5, tzinfo=UTC)
+    )

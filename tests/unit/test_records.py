@@ -74,6 +74,7 @@ RETRY = RetryRequest(
                 "event_id": "7264937102123456",
                 "event_time": datetime(2026, 12, 1, 1, 59, 58, 123456, tzinfo=UTC),
                 "content_type": "application/octet-stream",
+                "updated": None,
             },
             id="object",
         ),

@@ -119,9 +119,8 @@ def test_an_object_the_match_takes_but_no_dataset_holds_is_a_config_error(name: 
 def test_a_folder_object_named_as_a_dataset_directory_starts_nothing() -> None:
     # The Cloud Console's "create folder" writes exports/2026-12-01/ as an empty object.
     assert route(finalized("exports/2026-12-01/", "acme-exports"), QUIET_CONFIG) is None
-    # A folder object deeper down is a shard like any other object of the dataset.
-    deeper = route(finalized("exports/2026-12-01/sub/", "acme-exports"), QUIET_CONFIG)
-    assert deeper is not None and deeper.run_key == V1_KEY
+    # Nor does one deeper down: a placeholder holds no data (the reconciler does not count it).
+    assert route(finalized("exports/2026-12-01/sub/", "acme-exports"), QUIET_CONFIG) is None
 
 
 def test_a_quiet_routes_other_bucket_or_unmatched_object_matches_nothing() -> None:

@@ -70,7 +70,9 @@ def finalized_event(resource: Mapping[str, Any]) -> tuple[dict[str, str], bytes]
         "ce-source": f"//storage.googleapis.com/projects/_/buckets/{bucket}",
         "ce-subject": f"objects/{name}",
         "ce-id": f"{bucket}/{name}/{generation}",
-        "ce-time": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
+        # Eventarc's time is the write's (the object's updated), not the delivery's.
+        "ce-time": str(resource.get("updated") or "")
+        or datetime.now(UTC).isoformat().replace("+00:00", "Z"),
     }
     return headers, json.dumps(data).encode()
 

@@ -23,6 +23,7 @@ from emulator_stack import LOCAL_PROJECT, StorageEmulator
 from shared.adapters import clients
 from shared.adapters.config_source import load_config
 from shared.adapters.ledger import RunStatus
+from shared.handlers import manifest_waits
 from shared.handlers.dispatch import dispatch_event
 from shared.handlers.services import Services
 from shared.model.alerts import AlertReason
@@ -202,3 +203,34 @@ def test_a_waiting_manifest_deleted_ends_its_run_failed_with_one_alert(
     [alert] = of_run(world.alerts.pull(), the_run_id)
     assert alert.body()["reason"] == AlertReason.INVALID_REQUEST
     assert "cannot be read any more" in alert.body()["message"]
+
+
+def test_a_crowded_directory_is_not_listed_whole_its_files_are_read_one_by_one(
+    manifests: World, fresh_name: Callable[[str], str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Pages of two objects: a directory of many objects beside the manifest's two files is
+    # listed for at most (1 + 1) pages, then its files are read one by one. (Real pages are
+    # 1,000 objects; the rule is the same.)
+    monkeypatch.setattr(manifest_waits.manifests, "LIST_PAGE_OBJECTS", 2)
+    directory = f"crowded/{fresh_name('d')}"
+    for n in range(12):
+        _upload(f"{directory}/other-{n:02d}", b"x")  # not in the manifest
+    _upload(f"{directory}/a-wanted", b"a")  # no prefix in common with z-wanted: the listing
+    # is of the whole directory, 15 objects, more than the 4 (2 pages of 2) it may show
+    _upload(f"{directory}/manifest.json", json.dumps({"files": ["a-wanted", "z-wanted"]}).encode())
+    manifest_uri = f"gs://{BUCKET}/{directory}/manifest.json"
+    generation = (
+        clients.storage_client(LOCAL_PROJECT)
+        .bucket(BUCKET)
+        .get_blob(f"{directory}/manifest.json")
+        .generation
+    )
+
+    waiting = manifest_waits.check_files(manifest_uri, generation)
+    _upload(f"{directory}/z-wanted", b"z")
+    complete = manifest_waits.check_files(manifest_uri, generation)
+
+    assert waiting.missing == (f"gs://{BUCKET}/{directory}/z-wanted",)
+    assert complete.missing == ()
+    # One page cut short (one call), then the two files read one by one.
+    assert waiting.list_calls == complete.list_calls == 1 + 2
