@@ -21,16 +21,16 @@ from pathlib import Path
 from shared.config.crosschecks import check_routes, check_waiting_routes_have_a_requests_topic
 from shared.config.fields import read_list, read_mapping, read_text
 from shared.config.guards import check_template, read_guards
-from shared.config.model import DEFAULT_JOB_EVENTS_TOPIC_ID, Config, Route, Template
+from shared.config.model import DEFAULT_JOB_EVENTS_TOPIC_ID, Config, GcsRoute, Route, Template
 from shared.config.placements import REGION, REGION_RULE
 from shared.config.problems import Problems, child, item
-from shared.config.quiet import check_quiet_against_data_timeout, read_data_timeout
 from shared.config.routes import read_route
 from shared.config.spot import check_spot_gpus
 from shared.config.templates import TemplateContext, read_template
 from shared.config.watching import (
     check_no_placement_limits,
     read_alert_webhook,
+    read_data_timeout,
     read_no_placement_limits,
     read_reconcile_max_runs,
     read_top_cooldown,
@@ -97,7 +97,10 @@ def parse_config(
     routes = _routes(top.get("routes"), problems)
     declared = top.get("templates")
     check_routes(routes, templates, declared if isinstance(declared, Mapping) else {}, problems)
-    check_quiet_against_data_timeout(routes, data_timeout, problems)
+    if any(isinstance(route, GcsRoute) and route.quiet for route in routes.values()):
+        from shared.config.quiet import check_quiet_against_data_timeout
+
+        check_quiet_against_data_timeout(routes, data_timeout, problems)
     check_waiting_routes_have_a_requests_topic(routes, topics["requests_topic"], problems)
     problems.raise_if_any(source)
     return Config(

@@ -41,6 +41,10 @@ slow client) must not complete a dataset early. Databricks' file-arrival trigger
 same floor (``waitAfterLastChangeSeconds`` >= 60)."""
 
 
+QUIET_KEYS = ("dataset", "quiet_for", "min_objects", "after_start")
+"""The keys of a ``gcs`` route that only ``completion: quiet`` takes (read by ``config.quiet``)."""
+
+
 @dataclass(frozen=True)
 class QuietRule:
     """How a ``completion: quiet`` route tells that a dataset without a marker is complete.

@@ -49,9 +49,9 @@ from typing import Any
 from shared.config.durations import describe_duration
 from shared.config.fields import read_duration, read_int, read_text
 from shared.config.model import (
-    DEFAULT_DATA_TIMEOUT,
     DEFAULT_QUIET_FOR,
     MIN_QUIET_FOR,
+    QUIET_KEYS,
     AfterStart,
     GcsRoute,
     QuietRule,
@@ -60,7 +60,6 @@ from shared.config.model import (
 from shared.config.placeholders import BUILTIN_NAMES, PARAM_NAME, PLACEHOLDER
 from shared.config.problems import Problems, child, item
 
-QUIET_KEYS = ("dataset", "quiet_for", "min_objects", "after_start")
 AFTER_START_NAMES = {choice.value: choice for choice in AfterStart}
 GLOB_CHARACTERS = frozenset("*?[]")
 DATASET_EXAMPLE = 'e.g. "exports/{date}/" for objects such as exports/2026-12-01/part-00042.parquet'
@@ -149,22 +148,6 @@ def read_after_start(value: object, path: str, problems: Problems) -> AfterStart
             "nothing) or new_run (they make a new version of the dataset, with its own run)",
         )
     return choice
-
-
-def read_data_timeout(value: object, path: str, problems: Problems) -> timedelta:
-    """The top-level ``data_timeout``: longer than 0s; ``DEFAULT_DATA_TIMEOUT`` (24h) when left
-    out (or wrong, once the problem is recorded)."""
-    length = read_duration(value, path, problems)
-    if length is None:
-        return DEFAULT_DATA_TIMEOUT
-    if length <= timedelta(0):
-        problems.add(
-            path,
-            "must be longer than 0s: it is how long a run waits for its data (a manifest's "
-            "missing files, a quiet dataset's min_objects) before it fails; e.g. 24h",
-        )
-        return DEFAULT_DATA_TIMEOUT
-    return length
 
 
 def check_quiet_against_data_timeout(

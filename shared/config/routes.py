@@ -33,6 +33,7 @@ from shared.config.fields import (
     read_text_map,
 )
 from shared.config.model import (
+    QUIET_KEYS,
     Completion,
     GcsRoute,
     PubSubRoute,
@@ -49,7 +50,6 @@ from shared.config.placeholders import (
     route_fields,
 )
 from shared.config.problems import Problems, child
-from shared.config.quiet import QUIET_KEYS, read_quiet_rule
 
 ROUTE_KINDS = ("gcs", "pubsub", "schedule")
 ROUTE_KEYS = frozenset({"name", "template", "params", *ROUTE_KINDS})
@@ -128,7 +128,15 @@ def _gcs_route(
         )
     if match is not None and match.startswith("/"):
         problems.add(child(path, "match"), "object names have no leading /; remove it")
-    quiet = read_quiet_rule(gcs, path, problems, quiet=completion is Completion.QUIET, match=match)
+    quiet = None
+    if completion is Completion.QUIET or any(key in gcs for key in QUIET_KEYS):
+        # config.quiet is imported only for a route that uses its keys: a config without one
+        # (the common case) does not pay its import on every cold start
+        from shared.config.quiet import read_quiet_rule
+
+        quiet = read_quiet_rule(
+            gcs, path, problems, quiet=completion is Completion.QUIET, match=match
+        )
     if bucket is None or match is None or completion is None:
         return None
     if completion is Completion.QUIET and quiet is None:

@@ -8,6 +8,7 @@ Users write (all optional; docs/configuration.md, "Top level")::
     no_placement_alert: 6h                          # a run no placement takes: alert, then daily
     no_placement_give_up: 7d                        # ... and end it FAILED
     cooldown: 30m                                   # a placement that failed for capacity: last
+    data_timeout: 24h                               # a run waiting for its data, at most
     alert_webhook: {url_env: ALERT_WEBHOOK_URL, format: slack, timeout: 5s}
 
 The webhook URL is a credential (anyone holding it may post), so the config names only the
@@ -24,6 +25,7 @@ from shared.config.durations import describe_duration
 from shared.config.fields import read_duration, read_int, read_mapping, read_text
 from shared.config.model import (
     DEFAULT_COOLDOWN,
+    DEFAULT_DATA_TIMEOUT,
     DEFAULT_NO_PLACEMENT_ALERT,
     DEFAULT_NO_PLACEMENT_GIVE_UP,
     DEFAULT_RECONCILE_MAX_RUNS,
@@ -173,3 +175,19 @@ def _timeout(value: object, path: str, problems: Problems) -> timedelta:
         )
         return DEFAULT_WEBHOOK_TIMEOUT
     return timeout
+
+
+def read_data_timeout(value: object, path: str, problems: Problems) -> timedelta:
+    """The top-level ``data_timeout``: longer than 0s; ``DEFAULT_DATA_TIMEOUT`` (24h) when left
+    out (or wrong, once the problem is recorded)."""
+    length = read_duration(value, path, problems)
+    if length is None:
+        return DEFAULT_DATA_TIMEOUT
+    if length <= timedelta(0):
+        problems.add(
+            path,
+            "must be longer than 0s: it is how long a run waits for its data (a manifest's "
+            "missing files, a quiet dataset's min_objects) before it fails; e.g. 24h",
+        )
+        return DEFAULT_DATA_TIMEOUT
+    return length

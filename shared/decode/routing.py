@@ -45,7 +45,6 @@ from shared.config.model import (
     Template,
 )
 from shared.config.placeholders import PLACEHOLDER, RENDER_FIELDS
-from shared.decode.datasets import dataset_of, is_folder_object
 from shared.model.errors import ConfigError, PermanentError
 from shared.model.runkeys import (
     dataset_run_key,
@@ -173,7 +172,9 @@ def _route_object(trigger: ObjectFinalized, config: Config) -> RouteMatch | None
             and candidate.bucket == trigger.bucket
             and glob_regex(candidate.match).fullmatch(trigger.name)
         ):
-            if candidate.quiet is not None and is_folder_object(trigger.name):
+            if candidate.quiet is not None and trigger.name.endswith("/"):
+                # decode.datasets.is_folder_object, inlined: an unmatched shard's cold start
+                # does not import that module
                 return None  # a "create folder" placeholder holds no data: nothing to wait for
             return _object_match(candidate, trigger, config)
     return None
@@ -213,6 +214,8 @@ def _object_match(gcs_route: GcsRoute, trigger: ObjectFinalized, config: Config)
 
 
 def _quiet_dataset(gcs_route: GcsRoute, trigger: ObjectFinalized, config: Config) -> QuietDataset:
+    from shared.decode.datasets import dataset_of  # only a quiet route's objects need it
+
     assert gcs_route.quiet is not None
     found = dataset_of(gcs_route.quiet.dataset, trigger.name)
     if found is None:

@@ -10,7 +10,7 @@ import pytest
 
 from shared.config.guards import GUARD_KEYS
 from shared.config.loader import TOP_LEVEL_KEYS
-from shared.config.model import FailureClass, RetryPolicy
+from shared.config.model import QUIET_KEYS, FailureClass, RetryPolicy
 from shared.config.placements import (
     FLEX_START_KEYS,
     MACHINE_KEYS,
@@ -20,7 +20,7 @@ from shared.config.placements import (
     RESERVATION_KEYS,
     SPOT_KEYS,
 )
-from shared.config.quiet import AFTER_START_NAMES, QUIET_KEYS
+from shared.config.quiet import AFTER_START_NAMES
 from shared.config.retry import BACKOFF_KEYS, RETRY_KEYS, RETRYABLE_NAMES
 from shared.config.routes import COMPLETIONS, GCS_KEYS, PUBSUB_KEYS, ROUTE_KEYS
 from shared.config.shorthand import (
