@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from shared.adapters.clients import storage_client
 from shared.decode.manifests import split_gs_uri
@@ -89,13 +90,7 @@ def list_objects(
             fields=_LISTED_FIELDS,
         )
         for blob in blobs:
-            yield StoredObject(
-                name=blob.name,
-                generation=int(blob.generation or 0),
-                size=int(blob.size or 0),
-                md5_hash=blob.md5_hash,
-                updated=blob.updated,
-            )
+            yield _stored(blob)
 
 
 def stat_object(bucket: str, name: str) -> StoredObject | None:
@@ -104,8 +99,11 @@ def stat_object(bucket: str, name: str) -> StoredObject | None:
     uri = f"gs://{bucket}/{name}"
     with _translated_errors(uri):
         blob = storage_client().bucket(bucket).get_blob(name)
-    if blob is None:
-        return None
+    return None if blob is None else _stored(blob)
+
+
+def _stored(blob: Any) -> StoredObject:
+    """A ``google.cloud.storage.Blob`` as this adapter gives it out."""
     return StoredObject(
         name=blob.name,
         generation=int(blob.generation or 0),
