@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.request
 from collections.abc import Callable
 
 import pytest
@@ -175,3 +176,58 @@ def test_a_fired_schedule_opens_a_run(local_stack: LocalStack, ledger: Ledger) -
 
 def test_every_component_is_healthy(local_stack: LocalStack) -> None:
     assert local_stack.health() == dict.fromkeys(local_stack.health(), True)
+
+
+def test_a_marker_less_upload_starts_exactly_one_job_once_quiet(
+    local_stack: LocalStack, ledger: Ledger, vertex: VertexAdmin
+) -> None:
+    # The nightly-export route (deploy/local/demo/dispatch-config.yaml): quiet_for 1m, at least
+    # 20 objects. The whole path: objects written to the bucket, the Eventarc stand-in's events,
+    # dispatch, the reconcile ticks of the Scheduler stand-in listing the bucket, the job.
+    from emulator_stack.eventarc import finalized_event
+    from emulator_stack.functions import OBJECT_FINALIZED
+
+    prefix = "exports/e2e-2026-12-03/"
+    written = [
+        upload_object(
+            local_stack.storage.url, "demo-datasets", f"{prefix}part-{n:05d}.parquet", b"r"
+        )
+        for n in range(24)
+    ]
+    # A third of the events delivered once more, last first, as a redelivering Eventarc would.
+    url = local_stack.functions[OBJECT_FINALIZED].url
+    for resource in written[::-3]:
+        headers, body = finalized_event(resource)
+        request = urllib.request.Request(url, data=body, headers=headers, method="POST")
+        with urllib.request.urlopen(request, timeout=30) as response:
+            assert response.status == 200
+
+    waiting = wait_for_run(
+        ledger, lambda r: prefix in r.run_key, lambda r: r.status is RunStatus.WAITING_DATA
+    )
+    assert vertex_jobs_of(vertex, waiting.run_id) == []
+    # Quiet for a minute after the last object, then the next tick (every 2 s) starts it.
+    deadline = time.monotonic() + 60 + 45
+    started = waiting
+    while time.monotonic() < deadline and not started.attempts:
+        time.sleep(1)
+        snapshot = ledger.get_run(waiting.run_id)
+        assert snapshot is not None
+        started = snapshot.run
+    assert started.attempts, f"not started within a quiet minute and 45 s: {started}"
+    assert started.data_wait is not None and started.data_wait.objects == 24
+
+    ended = wait_for_run(
+        ledger, lambda r: r.run_id == waiting.run_id, lambda r: r.attempts[-1].job_name is not None
+    )
+    [job] = vertex_jobs_of(vertex, ended.run_id)
+    args = job["jobSpec"]["workerPoolSpecs"][0]["containerSpec"]["args"]
+    assert f"--data=gs://demo-datasets/{prefix}" in args
+    assert (
+        len([r for r in ledger.list_runs(list(RunStatus), limit=500) if prefix in r.run.run_key])
+        == 1
+    )
+
+
+def vertex_jobs_of(vertex: VertexAdmin, run_id: str) -> list[dict[str, object]]:
+    return [j for j in vertex.created_jobs() if j.get("labels", {}).get("vd-run") == run_id]
