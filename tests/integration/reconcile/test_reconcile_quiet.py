@@ -19,14 +19,17 @@ from __future__ import annotations
 
 import http.client
 import math
+import random
 import urllib.parse
 from collections import Counter
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from cloudevents.http import CloudEvent
 from reconcile_test_support import World, of_run
 
 from emulator_stack import LOCAL_PROJECT, StorageEmulator
@@ -35,6 +38,7 @@ from shared.adapters.ledger import Ledger, Run, RunSnapshot, RunStatus
 from shared.config.model import AfterStart, Completion, GcsRoute, QuietRule
 from shared.handlers import quiet_datasets
 from shared.handlers.data_waits import DataCheck
+from shared.handlers.dispatch import dispatch_event
 from shared.handlers.reconcile import ReconcileReport, reconcile
 from shared.handlers.services import Services
 from shared.model import runkeys
@@ -397,3 +401,64 @@ def test_an_object_written_while_the_dataset_was_found_quiet_opens_the_next_vers
     )
     assert quiet.world.run(first).data_wait.latest_version == 2
     assert version_2.trigger["name"] == f"{PREFIX}part-00003.parquet"
+
+
+def finalized(bucket: str, found: storage.StoredObject) -> CloudEvent:
+    """The event Eventarc sends for a listed object (int64s as strings, times RFC 3339)."""
+    updated = found.updated.isoformat().replace("+00:00", "Z")
+    return CloudEvent(
+        {
+            "type": "google.cloud.storage.object.v1.finalized",
+            "source": f"//storage.googleapis.com/projects/_/buckets/{bucket}",
+            "subject": f"objects/{found.name}",
+            "id": f"{bucket}/{found.name}/{found.generation}",
+            "time": updated,
+        },
+        {
+            "bucket": bucket,
+            "name": found.name,
+            "generation": str(found.generation),
+            "metageneration": "1",
+            "size": str(found.size),
+            "updated": updated,
+        },
+    )
+
+
+@pytest.mark.parametrize(
+    "count", [300, pytest.param(10_000, marks=pytest.mark.slow, id="10000-slow")]
+)
+def test_shards_delivered_out_of_order_and_twice_make_one_run_once_quiet(
+    quiet: Quiet, count: int
+) -> None:
+    # The issue's whole path on the emulators, dispatch included: the objects are in the Cloud
+    # Storage emulator, their events go to dispatch (shuffled, a tenth of them twice, 8 at a
+    # time), and the ticks decide. The default run has 300 objects; `-m slow` has 10,000 (the
+    # emulator writes about 50 objects a second: minutes).
+    newest = quiet.upload(shards(count))
+    listed = list(storage.list_objects(quiet.bucket.name, PREFIX))
+    events = [finalized(quiet.bucket.name, found) for found in listed]
+    rng = random.Random(16)
+    deliveries = events + rng.sample(events, len(events) // 10)
+    rng.shuffle(deliveries)
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(lambda e: dispatch_event(e, quiet.services), deliveries))
+
+    run_id = runkeys.run_id(runkeys.dataset_version_run_key(quiet.bucket.name, PREFIX, 1))
+    assert {result.outcome for result in results} == {DispatchOutcome.WAITING_DATA}
+    assert {result.run_id for result in results} == {run_id}
+    assert quiet.ledger.writes[run_id] == 1  # opened once; no shard wrote anything more
+    assert quiet.world.run(run_id).status is RunStatus.WAITING_DATA
+
+    early = quiet.tick(newest + QUIET_FOR - SECOND)  # the last shard is not a minute old
+    assert early.data_waits == {DataCheck.WAITING.value: 1}
+    assert quiet.world.retries.pull() == []
+
+    done = quiet.tick(newest + QUIET_FOR)
+    [started] = quiet.start_published(run_id)
+
+    assert done.data_waits == {DataCheck.READY.value: 1}
+    assert started.outcome is DispatchOutcome.SUBMITTED
+    assert quiet.world.run(run_id).data_wait.objects == count
+    assert len(quiet.world.creates(run_id)) == 1
+    assert quiet.ledger.writes[run_id] == 4  # open, ready, claim, job
