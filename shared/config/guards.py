@@ -13,6 +13,12 @@ Every template is checked at load against what is knowable from it (images, serv
 regions of its placements, GPUs of its worker pools and machine overrides, GPU-hours over its
 timeout), so a config that breaks a guard fails when it is loaded, not at the first event.
 ``shared.validation`` checks the rendered job again before anything is created.
+
+A sweep counts what it really uses (the multipliers: ``shared.config.model.jobs_at_once`` /
+``jobs_in_all``): GPUs per job = GPUs per trial x ``parallel_trials`` (the trials running at
+once), GPU-hours = GPUs per trial x timeout x ``max_trials`` (each trial may run its whole
+timeout). A pipeline's training task counts as a CustomJob; the image of the model it
+uploads is held to ``image_prefixes`` too.
 """
 
 from __future__ import annotations
@@ -22,8 +28,15 @@ from typing import Any
 
 from shared.config.durations import describe_duration
 from shared.config.fields import read_int, read_mapping, read_number, read_text_list
-from shared.config.model import Guards, PersistentResourcePlacement, Placement, Template
-from shared.config.origins import user_path
+from shared.config.model import (
+    Guards,
+    PersistentResourcePlacement,
+    Placement,
+    Template,
+    jobs_at_once,
+    jobs_in_all,
+)
+from shared.config.origins import kind_path, user_path
 from shared.config.placements import REGION, REGION_RULE
 from shared.config.problems import Problems, child
 
@@ -113,6 +126,16 @@ def check_template(
                 "guard",
                 rule=GUARD_REGION,
             )
+    pipeline = template.training_pipeline
+    model = None if pipeline is None else pipeline.model
+    prefixes = guards.image_prefixes
+    if model is not None and prefixes and not model.serving_image.startswith(prefixes):
+        problems.add_root_cause(
+            kind_path(template, "model.serving_image"),
+            f"serving image {model.serving_image!r} is outside guards.image_prefixes; use "
+            f"an image under {', '.join(prefixes)} or add its prefix to the guard",
+            rule=GUARD_IMAGE,
+        )
     _check_gpus(template, guards, path, problems)
 
 
@@ -120,14 +143,28 @@ def _check_gpus(template: Template, guards: Guards, path: str, problems: Problem
     if guards.max_gpus_per_job is None and guards.max_gpu_hours_per_job is None:
         return
     most_gpus = max(gpus_per_job(template.job_spec, placement) for placement in template.placements)
-    if guards.max_gpus_per_job is not None and most_gpus > guards.max_gpus_per_job:
-        problems.add(
-            path,
-            f"asks for {most_gpus} GPUs in one job (accelerators x replicas, on its "
-            f"largest placement), over guards.max_gpus_per_job = "
-            f"{guards.max_gpus_per_job}; use fewer replicas or accelerators",
-            rule=GUARD_GPUS,
-        )
+    tuning = template.hyperparameter_tuning
+    parallel = jobs_at_once(tuning)
+    at_once = most_gpus * parallel
+    if guards.max_gpus_per_job is not None and at_once > guards.max_gpus_per_job:
+        limit = f"guards.max_gpus_per_job = {guards.max_gpus_per_job}"
+        if tuning is None:
+            problems.add(
+                path,
+                f"asks for {most_gpus} GPUs in one job (accelerators x replicas, on its "
+                f"largest placement), over {limit}; use fewer replicas or accelerators",
+                rule=GUARD_GPUS,
+            )
+        else:
+            trials_fit = most_gpus <= guards.max_gpus_per_job
+            problems.add(
+                kind_path(template, "parallel_trials") if trials_fit else path,
+                f"asks for {at_once} GPUs at once: {most_gpus} per trial (accelerators x "
+                f"replicas, on its largest placement) x parallel_trials {parallel}, over "
+                f"{limit}; lower parallel_trials"
+                + ("" if trials_fit else ", or use fewer replicas or accelerators per trial"),
+                rule=GUARD_GPUS,
+            )
     if guards.max_gpu_hours_per_job is None or not most_gpus:
         return
     timeout_path = user_path(template, "jobSpec.scheduling.timeout")
@@ -139,13 +176,18 @@ def _check_gpus(template: Template, guards: Guards, path: str, problems: Problem
             rule=GUARD_GPU_HOURS,
         )
         return
-    gpu_hours = most_gpus * template.timeout.total_seconds() / 3600
+    trials = jobs_in_all(tuning)
+    gpu_hours = most_gpus * template.timeout.total_seconds() / 3600 * trials
     if gpu_hours > guards.max_gpu_hours_per_job:
+        what = f"{most_gpus} GPUs for {describe_duration(template.timeout)}"
+        fix = "shorten the timeout or use fewer GPUs"
+        if tuning is not None:
+            what = f"{what} x max_trials {trials}"
+            fix = "lower max_trials, shorten the timeout or use fewer GPUs per trial"
         problems.add(
             timeout_path,
-            f"{most_gpus} GPUs for {describe_duration(template.timeout)} is "
-            f"{gpu_hours:g} GPU-hours, over guards.max_gpu_hours_per_job = "
-            f"{guards.max_gpu_hours_per_job:g}; shorten the timeout or use fewer GPUs",
+            f"{what} is {gpu_hours:g} GPU-hours, over guards.max_gpu_hours_per_job = "
+            f"{guards.max_gpu_hours_per_job:g}; {fix}",
             rule=GUARD_GPU_HOURS,
         )
 

@@ -14,6 +14,14 @@ the persistent resource); so are the pools' ``machineSpec.reservationAffinity`` 
 ``reservation`` placement). ``scheduling.timeout`` becomes its timeout.
 Only the shape is checked here (no ``aiplatform_v1`` import); ``vertex-dispatch validate`` parses
 the spec into the proto.
+
+Both importers tell a sweep or a pipeline by the document's shape: ``studySpec`` /
+``trialJobSpec`` is a ``gcloud ai hp-tuning-jobs create --config`` YAML or a
+``HyperparameterTuningJob`` REST body (its ``trialJobSpec`` is the job spec);
+``trainingTaskDefinition`` / ``trainingTaskInputs`` / ``modelToUpload`` is a ``TrainingPipeline``
+REST body (``trainingTaskDefinition`` must be the custom task's schema, and
+``trainingTaskInputs`` is the job spec). The sweep's and the model's own values are read by
+``shared.config.kind_files``; the template becomes that kind (``ImportedJob.kind``).
 """
 
 from __future__ import annotations
@@ -26,7 +34,13 @@ from typing import Any
 
 from shared.config.encryption import read_encryption_key
 from shared.config.fields import describe, read_duration, read_mapping, read_text
+from shared.config.kind_files import (
+    model_fields,
+    not_carried,
+    study_fields,
+)
 from shared.config.model import (
+    CUSTOM_TASK_DEFINITION,
     FlexStartPlacement,
     OnDemandPlacement,
     PersistentResourcePlacement,
@@ -37,6 +51,8 @@ from shared.config.model import (
 from shared.config.origins import file_fields
 from shared.config.placements import RESERVATION_NAME_KEY, RESERVATION_NAME_RULE
 from shared.config.problems import Problems, child, item
+from shared.config.tuning import Fields
+from shared.model.job_kinds import JobKind
 from shared.model.reservation_names import reservation_name_pattern
 
 CUSTOM_JOB_SPEC_KEYS = frozenset(
@@ -53,6 +69,16 @@ SCHEDULING_KEYS = frozenset(
     {"timeout", "strategy", "maxWaitDuration", "restartJobOnWorkerRestart", "disableRetries"}
 )
 REST_BODY_KEYS = frozenset({"displayName", "jobSpec", "labels", "encryptionSpec"})
+TUNING_FILE_KEYS = frozenset(
+    {"studySpec", "trialJobSpec", "maxTrialCount", "parallelTrialCount", "maxFailedTrialCount"}
+)
+TUNING_BODY_KEYS = TUNING_FILE_KEYS | {"displayName", "labels", "encryptionSpec"}
+PIPELINE_BODY_KEYS = frozenset(
+    {"displayName", "trainingTaskDefinition", "trainingTaskInputs", "modelToUpload", "labels"}
+    | {"encryptionSpec"}
+)
+TUNING_SHAPE = frozenset({"studySpec", "trialJobSpec"})
+PIPELINE_SHAPE = frozenset({"trainingTaskDefinition", "trainingTaskInputs", "modelToUpload"})
 ENCRYPTION_SPEC_KEYS = frozenset({"kmsKeyName"})
 RESERVATION_AFFINITY_KEYS = frozenset({"reservationAffinityType", "key", "values"})
 AFFINITY_TYPES = ("ANY_RESERVATION", "SPECIFIC_RESERVATION", "NO_RESERVATION")
@@ -84,19 +110,88 @@ class ImportedJob:
     reservation: ReservationPlacement | None = None
     # the CustomJob paths the file sets itself (origins.file_fields), to name them in the file
     fields: frozenset[str] = frozenset()
+    # a sweep's or a pipeline's file: its kind, and the values of its hyperparameter_tuning /
+    # training_pipeline.model that the file sets (shared.config.kind_files)
+    kind: JobKind = JobKind.CUSTOM_JOB
+    kind_fields: Fields = field(default_factory=dict)
 
 
 def import_gcloud_config(document: object, path: str, problems: Problems) -> ImportedJob | None:
-    """A ``gcloud ai custom-jobs create --config`` document (a ``CustomJobSpec``)."""
+    """A ``gcloud ai custom-jobs create --config`` document (a ``CustomJobSpec``), or a
+    ``gcloud ai hp-tuning-jobs create --config`` one (``studySpec`` and ``trialJobSpec``)."""
+    shape = _shape(document)
+    if shape is JobKind.HYPERPARAMETER_TUNING_JOB:
+        return _import_body(document, path, problems, shape, TUNING_FILE_KEYS)
+    if shape is JobKind.TRAINING_PIPELINE:
+        problems.add(
+            path,
+            "is a TrainingPipeline (trainingTaskInputs, modelToUpload), which gcloud has no "
+            "--config file for: name it with rest_body instead of gcloud_config",
+        )
+        return None
     return _import_job_spec(document, path, problems)
 
 
 def import_rest_body(document: object, path: str, problems: Problems) -> ImportedJob | None:
-    """A ``projects.locations.customJobs.create`` request body (a ``CustomJob``)."""
-    body = read_mapping(document, path, problems, allowed=REST_BODY_KEYS, required=["jobSpec"])
-    if body is None or body.get("jobSpec") is None:
+    """A create request body: a ``CustomJob``, a ``HyperparameterTuningJob`` or a
+    ``TrainingPipeline`` (told by its shape)."""
+    shape = _shape(document)
+    keys = {
+        JobKind.CUSTOM_JOB: REST_BODY_KEYS,
+        JobKind.HYPERPARAMETER_TUNING_JOB: TUNING_BODY_KEYS,
+        JobKind.TRAINING_PIPELINE: PIPELINE_BODY_KEYS,
+    }[shape]
+    return _import_body(document, path, problems, shape, keys)
+
+
+def _shape(document: object) -> JobKind:
+    """The kind of job a file describes, by the fields only that kind has."""
+    if isinstance(document, Mapping):
+        if TUNING_SHAPE & set(document):
+            return JobKind.HYPERPARAMETER_TUNING_JOB
+        if PIPELINE_SHAPE & set(document):
+            return JobKind.TRAINING_PIPELINE
+    return JobKind.CUSTOM_JOB
+
+
+# where each kind's body holds its job spec
+SPEC_KEYS = {
+    JobKind.CUSTOM_JOB: "jobSpec",
+    JobKind.HYPERPARAMETER_TUNING_JOB: "trialJobSpec",
+    JobKind.TRAINING_PIPELINE: "trainingTaskInputs",
+}
+
+
+def _import_body(
+    document: object,
+    path: str,
+    problems: Problems,
+    kind: JobKind,
+    keys: frozenset[str],
+) -> ImportedJob | None:
+    """A body of ``kind`` whose keys are ``keys``: its job spec, name, labels, key, own values."""
+    spec_key = SPEC_KEYS[kind]
+    if kind is not JobKind.CUSTOM_JOB:
+        document = not_carried(document, path, problems)
+    body = read_mapping(document, path, problems, allowed=keys, required=[spec_key])
+    if body is None or body.get(spec_key) is None:
         return None
-    imported = _import_job_spec(body["jobSpec"], child(path, "jobSpec"), problems)
+    kind_fields: Fields = {}
+    if kind is JobKind.HYPERPARAMETER_TUNING_JOB:
+        kind_fields = study_fields(body, path, problems)
+    elif kind is JobKind.TRAINING_PIPELINE:
+        definition = body.get("trainingTaskDefinition")
+        if definition != CUSTOM_TASK_DEFINITION:
+            problems.add(
+                child(path, "trainingTaskDefinition"),
+                f"is {describe(definition)}; vertex-dispatch builds custom-task pipelines only: "
+                f"set it to {CUSTOM_TASK_DEFINITION}",
+            )
+        if body.get("modelToUpload") is not None:
+            kind_fields = model_fields(
+                body["modelToUpload"], child(path, "modelToUpload"), problems
+            )
+    imported = _import_job_spec(body[spec_key], child(path, spec_key), problems)
     display_name = read_text(body.get("displayName"), child(path, "displayName"), problems)
     labels = body.get("labels") or {}
     if not isinstance(labels, Mapping):
@@ -106,6 +201,8 @@ def import_rest_body(document: object, path: str, problems: Problems) -> Importe
     if imported is None:
         return None
     return ImportedJob(
+        kind=kind,
+        kind_fields=kind_fields,
         job_spec=imported.job_spec,
         origin=path,
         spec_origin=imported.spec_origin,

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from shared.model.job_kinds import JobKind
 from shared.model.reservation_names import reservation_region
 
 
@@ -240,11 +241,127 @@ class TemplateOrigin:
     written: frozenset[str] = frozenset()  # the template keys the user wrote (timeout, ...)
     # REST fields the file sets itself, as CustomJob paths: jobSpec.serviceAccount, displayName...
     file_fields: frozenset[str] = frozenset()
+    # where each value of the hyperparameter_tuning / training_pipeline block was written (the
+    # template's key or the file's field), by its key inside the block: max_trials,
+    # model.serving_image, ... (shared.config.origins.kind_path)
+    # (a tuple of (key, path) pairs, so that an origin stays hashable like its other fields)
+    kind_fields: tuple[tuple[str, str], ...] = ()
+
+
+class MetricGoal(enum.Enum):
+    """Whether a tuning metric is to be made as large or as small as it can be."""
+
+    MAXIMIZE = "maximize"
+    MINIMIZE = "minimize"
+
+
+class ParameterType(enum.Enum):
+    """How a tuning parameter's values are given (``StudySpec.ParameterSpec``'s value specs)."""
+
+    DOUBLE = "double"  # a range [min, max] of reals
+    INTEGER = "integer"  # a range [min, max] of integers
+    DISCRETE = "discrete"  # a list of numbers
+    CATEGORICAL = "categorical"  # a list of strings
+
+
+class ParameterScale(enum.Enum):
+    """How a range parameter is sampled (``ParameterSpec.ScaleType``); None in a model: unset."""
+
+    LINEAR = "linear"
+    LOG = "log"
+
+
+class TuningAlgorithm(enum.Enum):
+    """``StudySpec.Algorithm``; a template that sets none gets Vertex AI's default (Bayesian)."""
+
+    GRID = "grid"  # GRID_SEARCH
+    RANDOM = "random"  # RANDOM_SEARCH
+
+
+@dataclass(frozen=True)
+class TuningParameter:
+    """One parameter a sweep varies; each trial's job gets it as ``--{parameter_id}=VALUE``."""
+
+    parameter_id: str
+    type: ParameterType
+    min: float | None = None  # DOUBLE and INTEGER
+    max: float | None = None
+    values: tuple[float | str, ...] = ()  # DISCRETE (numbers) and CATEGORICAL (strings)
+    scale: ParameterScale | None = None  # DOUBLE, INTEGER and DISCRETE
+
+
+@dataclass(frozen=True)
+class HyperparameterTuning:
+    """A template's ``hyperparameter_tuning`` block: the template becomes a
+    ``HyperparameterTuningJob`` whose trial job is the template's job spec."""
+
+    metrics: tuple[tuple[str, MetricGoal], ...]  # (metric id, goal), in the order written
+    parameters: tuple[TuningParameter, ...]
+    max_trials: int
+    parallel_trials: int = 1
+    max_failed_trials: int = 0  # 0: Vertex AI decides how many failed trials fail the job
+    algorithm: TuningAlgorithm | None = None  # None: Vertex AI's default (Bayesian optimization)
+
+
+def jobs_at_once(tuning: HyperparameterTuning | None) -> int:
+    """How many copies of the job that runs (a sweep's trial job) run at the same time: a sweep's
+    ``parallel_trials``, else 1 (a CustomJob, a pipeline's training task).
+
+    THE multiplier of the GPU guard: GPUs at once = GPUs per job x this (``shared.config.guards``
+    at load, ``shared.validation.guards`` on the rendered job).
+    """
+    return 1 if tuning is None else tuning.parallel_trials
+
+
+def jobs_in_all(tuning: HyperparameterTuning | None) -> int:
+    """How many copies of the job that runs may run in all, each up to its timeout: a sweep's
+    ``max_trials``, else 1.
+
+    THE multiplier of the GPU-hours guard: GPU-hours = GPUs per job x timeout x this (both guards
+    modules, like ``jobs_at_once``).
+    """
+    return 1 if tuning is None else tuning.max_trials
+
+
+@dataclass(frozen=True)
+class ModelUpload:
+    """The model a training pipeline uploads to the Model Registry when its training succeeds.
+
+    ``display_name`` and ``artifact_uri`` may hold ``{placeholders}`` (filled like the job's);
+    ``artifact_uri`` None: the pipeline's ``model/`` directory under the job's output directory.
+    """
+
+    display_name: str
+    serving_image: str  # the serving container's image URI
+    artifact_uri: str | None = None
+
+
+CUSTOM_TASK_DEFINITION = (
+    "gs://google-cloud-aiplatform/schema/trainingjob/definition/custom_task_1.0.0.yaml"
+)
+"""The schema of a TrainingPipeline whose training task is a CustomJobSpec, Vertex AI's "custom
+training" definition: the only kind of training task a template makes (``job_wrappers`` sets it,
+``kind_files`` / ``importers`` require it of a file)."""
+
+
+@dataclass(frozen=True)
+class TrainingPipelineSpec:
+    """A template's ``training_pipeline`` block: the template becomes a ``TrainingPipeline``
+    whose training task (custom_task) is the template's job spec."""
+
+    model: ModelUpload | None = None
+
+
+DISPLAY_NAME_MAX = 128
+"""Vertex AI's limit on a display name, of a job of any kind and of a model: a template's literal
+name over it is refused at load; a name that placeholders make longer is cut to it when
+rendered (the job's and the uploaded model's alike)."""
 
 
 @dataclass(frozen=True)
 class Template:
-    """A CustomJob to build: a job spec in REST JSON shape, with ``{param}`` placeholders."""
+    """A job to build: a job spec in REST JSON shape, with ``{param}`` placeholders; a CustomJob,
+    or the trial job of a sweep, or the training task of a pipeline (``kind``)."""
 
     name: str
     display_name: str
@@ -266,8 +383,30 @@ class Template:
     # How long a placement that just failed for capacity is skipped by new attempts; None: the
     # config's. timedelta(0) turns the cooldown off.
     cooldown: timedelta | None = None
+    # A sweep or a pipeline instead of a CustomJob (at most one is set); the job spec is then
+    # the trial job / the training task (shared.model.job_kinds).
+    hyperparameter_tuning: HyperparameterTuning | None = None
+    training_pipeline: TrainingPipelineSpec | None = None
     # where the user wrote it, for messages; None for a template built in code (a raw job spec)
     origin: TemplateOrigin | None = field(default=None, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        # The loader refuses both blocks naming the key; a Template built in code must not
+        # silently become a sweep (``kind`` would pick the tuning block and drop the pipeline).
+        if self.hyperparameter_tuning is not None and self.training_pipeline is not None:
+            raise ValueError(
+                f"template {self.name!r} sets both hyperparameter_tuning and training_pipeline: "
+                "a job is of one kind; keep one of them"
+            )
+
+    @property
+    def kind(self) -> JobKind:
+        """The kind of Vertex AI job the template creates."""
+        if self.hyperparameter_tuning is not None:
+            return JobKind.HYPERPARAMETER_TUNING_JOB
+        if self.training_pipeline is not None:
+            return JobKind.TRAINING_PIPELINE
+        return JobKind.CUSTOM_JOB
 
 
 DEFAULT_JOB_EVENTS_TOPIC_ID = "vertex-dispatch-job-events"

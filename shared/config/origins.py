@@ -93,6 +93,7 @@ def template_origin(
     spec_path: str = "",
     body_path: str = "",
     file_fields: Iterable[str] = (),
+    kind_fields: Mapping[str, str] | None = None,
 ) -> TemplateOrigin:
     """The origin of the template at ``path``; ``written``: the template keys given."""
     return TemplateOrigin(
@@ -102,7 +103,25 @@ def template_origin(
         body_path=body_path,
         written=frozenset(written),
         file_fields=frozenset(file_fields),
+        kind_fields=tuple((kind_fields or {}).items()),
     )
+
+
+def kind_path(template: Template, key: str) -> str:
+    """The config key path of a sweep's or a pipeline's value, where the user wrote it.
+
+    ``key`` is the key inside the template's block: ``max_trials``, ``parallel_trials``,
+    ``metrics``, ``parameters``, ``algorithm`` (``hyperparameter_tuning``), or ``model``,
+    ``model.display_name``, ``model.serving_image``, ``model.artifact_uri``
+    (``training_pipeline``). A value the template and its file leave unset is named where the
+    template would set it.
+    """
+    origin = origin_of(template)
+    written = dict(origin.kind_fields).get(key)
+    if written is not None:
+        return written
+    block = "training_pipeline" if key.startswith("model") else "hyperparameter_tuning"
+    return child(child(origin.path, block), key)
 
 
 def file_fields(job_spec: Mapping[str, object]) -> frozenset[str]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
+from typing import Final
 
 from shared.config.model import GcsRoute, PubSubRoute, Route
 
@@ -50,6 +51,10 @@ FILLED_SPEC_KEYS = re.compile(
     r"displayName|baseOutputDirectory\.outputUriPrefix|experimentRun"
     r"|workerPoolSpecs\[\d+\]\.(containerSpec|pythonPackageSpec)\.(args\[\d+\]|env\[\d+\]\.value)"
 )
+# Where placeholders are filled in a pipeline's model upload, as REST field paths (listed in
+# shared.policy.jobspec.FILLED_FIELDS, filled by shared.policy.job_wrappers).
+MODEL_DISPLAY_NAME_FIELD: Final = "modelToUpload.displayName"
+MODEL_ARTIFACT_URI_FIELD: Final = "modelToUpload.artifactUri"
 FILLED_FIELDS_HINT = (
     "placeholders are filled only in display_name, args, env values, base_output_dir and "
     "experiment_run"

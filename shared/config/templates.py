@@ -5,6 +5,9 @@ users already have (``gcloud_config`` or ``rest_body``, see ``importers``); the 
 (``service_account``, ``timeout``, ``labels``, ``encryption_key``, ...) apply to both and override
 the file's values.
 The result is a ``model.Template`` whose ``job_spec`` is ``CustomJobSpec`` REST JSON.
+
+A ``hyperparameter_tuning`` or ``training_pipeline`` block (or a file of that kind) makes the
+template a sweep or a pipeline whose trial job / training task is that job spec (``tuning``).
 """
 
 from __future__ import annotations
@@ -22,7 +25,14 @@ from shared.config.importers import (
     import_gcloud_config,
     import_rest_body,
 )
-from shared.config.model import Placement, Template, TemplateForm
+from shared.config.model import (
+    DISPLAY_NAME_MAX,
+    HyperparameterTuning,
+    Placement,
+    Template,
+    TemplateForm,
+    TrainingPipelineSpec,
+)
 from shared.config.origins import template_origin
 from shared.config.placeholders import (
     BUILTIN_NAMES,
@@ -32,15 +42,25 @@ from shared.config.placeholders import (
     PARAM_NAME,
     PARAM_NAME_RULE,
     RENDER_FIELDS,
+    placeholder_names,
     placeholders_in,
 )
 from shared.config.placements import read_placements
 from shared.config.problems import Problems, child, item
 from shared.config.retry import read_retry_policy
 from shared.config.shorthand import GCS_URI, read_worker_pools
+from shared.config.tuning import (
+    KIND_KEYS,
+    Fields,
+    build_pipeline,
+    build_tuning,
+    read_pipeline_block,
+    read_tuning_block,
+)
 from shared.config.watching import read_cooldown, read_watchdog_limit
 from shared.config.yamlfile import parse_yaml
 from shared.model.errors import ConfigError
+from shared.model.job_kinds import JobKind
 
 SPEC_SOURCES = ("worker_pools", "gcloud_config", "rest_body")
 TEMPLATE_KEYS = frozenset(
@@ -50,6 +70,7 @@ TEMPLATE_KEYS = frozenset(
     | {"max_queue", "no_placement_alert", "no_placement_give_up"}
     | {"encryption_key"}
     | {"cooldown"}
+    | set(KIND_KEYS)
 )
 IMPORTERS: Mapping[str, Callable[[object, str, Problems], ImportedJob | None]] = {
     "gcloud_config": import_gcloud_config,
@@ -66,7 +87,6 @@ LABEL_RULE = "labels are lowercase letters, digits, _ and -, at most 63 characte
 RESERVED_LABEL_PREFIX = "vd-"  # vd-run, vd-attempt, vd-template: set by dispatch on every job
 SERVICE_ACCOUNT = re.compile(r"[a-z][a-z0-9-]{4,29}@[a-z0-9.-]+\.iam\.gserviceaccount\.com")
 SERVICE_ACCOUNT_RULE = "a service account email such as trainer@PROJECT.iam.gserviceaccount.com"
-DISPLAY_NAME_LIMIT = 128
 
 # the template keys whose text reaches the job, where a placeholder may be written
 PLACEHOLDER_KEYS = frozenset(
@@ -106,6 +126,7 @@ def read_template(
     )
     _check_display_name(display_name, child(path, "display_name"), problems)
     _check_placeholders(spec, imported, params, path, problems)
+    tuning, pipeline, kind_fields = _job_kind(spec, imported, params, path, problems)
     file_labels = _labels(imported.labels or None, child(imported.origin, "labels"), problems)
     labels = {**file_labels, **_labels(spec.get("labels"), child(path, "labels"), problems)}
     timeout = read_duration(spec.get("timeout"), child(path, "timeout"), problems)
@@ -133,6 +154,7 @@ def read_template(
         spec_path=imported.spec_origin,
         body_path=imported.origin if form is TemplateForm.REST_BODY else "",
         file_fields=imported.fields,
+        kind_fields={key: written.path for key, written in kind_fields.items()},
     )
     return Template(
         name=name,
@@ -148,8 +170,113 @@ def read_template(
         no_placement_give_up=limits["no_placement_give_up"],
         encryption_key=encryption_key,
         cooldown=cooldown,
+        hyperparameter_tuning=tuning,
+        training_pipeline=pipeline,
         origin=origin,
     )
+
+
+def _job_kind(
+    spec: Mapping[str, Any],
+    imported: ImportedJob,
+    params: tuple[str, ...],
+    path: str,
+    problems: Problems,
+) -> tuple[HyperparameterTuning | None, TrainingPipelineSpec | None, Fields]:
+    """The sweep or the pipeline the template (or its file) makes, and where its values were
+    written; (None, None, {}) for a CustomJob."""
+    own = [key for key in KIND_KEYS if key in spec]
+    if len(own) > 1:
+        problems.add(
+            path,
+            "set at most one of hyperparameter_tuning (a HyperparameterTuningJob whose trials "
+            "run the job) or training_pipeline (a TrainingPipeline whose training task is the "
+            "job): a job is of one kind",
+        )
+        return None, None, {}
+    tuning_path = child(path, "hyperparameter_tuning")
+    pipeline_path = child(path, "training_pipeline")
+    file_kind = imported.kind
+    if own and file_kind is not JobKind.CUSTOM_JOB and own[0] != _KIND_KEY[file_kind]:
+        problems.add(
+            child(path, own[0]),
+            f"the template's file ({imported.origin}) is a {file_kind.resource}, and a job is "
+            f"of one kind: remove {own[0]}, or point at a file of a CustomJob or of that kind",
+        )
+        return None, None, {}
+    kind = JobKind.CUSTOM_JOB if not own else _KIND_OF_KEY[own[0]]
+    kind = file_kind if file_kind is not JobKind.CUSTOM_JOB else kind
+    file_fields = imported.kind_fields if file_kind is kind else {}
+    if kind is JobKind.HYPERPARAMETER_TUNING_JOB:
+        own_fields: Fields | None = {}
+        if "hyperparameter_tuning" in spec:
+            own_fields = read_tuning_block(spec["hyperparameter_tuning"], tuning_path, problems)
+        if own_fields is None:
+            return None, None, {}
+        tuning, fields = build_tuning(
+            file_fields, own_fields, tuning_path, problems, file_path=imported.origin
+        )
+        _check_params_are_not_tuned(tuning, params, child(path, "params"), fields, problems)
+        return tuning, None, fields
+    if kind is JobKind.TRAINING_PIPELINE:
+        own_fields = {}
+        if "training_pipeline" in spec:
+            own_fields = read_pipeline_block(spec["training_pipeline"], pipeline_path, problems)
+        if own_fields is None:
+            return None, None, {}
+        pipeline, fields = build_pipeline(file_fields, own_fields, pipeline_path, problems)
+        _check_model_placeholders(fields, params, path, problems)
+        return None, pipeline, fields
+    return None, None, {}
+
+
+_KIND_KEY = {
+    JobKind.HYPERPARAMETER_TUNING_JOB: "hyperparameter_tuning",
+    JobKind.TRAINING_PIPELINE: "training_pipeline",
+}
+_KIND_OF_KEY = {key: kind for kind, key in _KIND_KEY.items()}
+
+
+def _check_params_are_not_tuned(
+    tuning: HyperparameterTuning | None,
+    params: tuple[str, ...],
+    path: str,
+    fields: Fields,
+    problems: Problems,
+) -> None:
+    """A request fills params; a tuned parameter is the sweep's to set on every trial."""
+    if tuning is None:
+        return
+    tuned = {parameter.parameter_id for parameter in tuning.parameters}
+    for index, name in enumerate(params):
+        if name in tuned:
+            problems.add(
+                item(path, index),
+                f"{name!r} is also a parameter the sweep tunes ({fields['parameters'].path}): "
+                f"the service passes --{name}=VALUE to every trial and no request may set it; "
+                "rename the param, or remove it",
+            )
+
+
+def _check_model_placeholders(
+    fields: Fields, params: tuple[str, ...], path: str, problems: Problems
+) -> None:
+    """The model's display name and artifact URI are filled like the job's display name."""
+    known = BUILTIN_NAMES | set(params)
+    for key in ("model.display_name", "model.artifact_uri"):
+        written = fields.get(key)
+        if written is None:
+            continue
+        for name in placeholder_names(written.value):
+            if name not in known:
+                problems.add(
+                    written.path,
+                    f"placeholder {{{name}}} is neither a declared param nor a built-in; add "
+                    f"{name!r} to {child(path, 'params')} or use one of "
+                    f"{', '.join(sorted(BUILTIN_NAMES))}",
+                )
+        if key == "model.display_name":
+            _check_display_name(written.value, written.path, problems)
 
 
 def _job_source(
@@ -249,11 +376,11 @@ def _params(value: object, path: str, problems: Problems) -> tuple[str, ...]:
 
 def _check_display_name(display_name: str, path: str, problems: Problems) -> None:
     literal = re.sub(r"\{[a-z_][a-z0-9_]*\}", "", display_name)
-    if len(literal) > DISPLAY_NAME_LIMIT:
+    if len(literal) > DISPLAY_NAME_MAX:
         problems.add(
             path,
             f"is {len(literal)} characters before any placeholder is filled; "
-            f"Vertex AI allows {DISPLAY_NAME_LIMIT}: shorten it",
+            f"Vertex AI allows {DISPLAY_NAME_MAX}: shorten it",
         )
 
 

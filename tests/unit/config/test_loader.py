@@ -24,6 +24,7 @@ from shared.config.model import (
     FailureClass,
     FlexStartPlacement,
     GcsRoute,
+    ParameterType,
     PersistentResourcePlacement,
     Placement,
     PubSubRoute,
@@ -31,6 +32,7 @@ from shared.config.model import (
 )
 from shared.config.problems import InvalidConfig
 from shared.model.errors import ConfigError, PermanentError
+from shared.model.job_kinds import JobKind
 
 REPO = Path(__file__).resolve().parents[3]
 EXAMPLE = REPO / "examples" / "config.yaml"
@@ -97,6 +99,25 @@ def test_the_example_config_exercises_every_feature() -> None:
         "name": "EPOCHS",
         "value": "90",
     }
+    # every job kind, each reachable by a route (plan --event shows them)
+    assert {t.kind for t in config.templates.values()} == set(JobKind)
+    routed = {config.templates[route.template].kind for route in config.routes if route.template}
+    assert routed == set(JobKind)
+    sweep = config.templates["resnet-sweep"].hyperparameter_tuning
+    assert sweep is not None
+    assert {parameter.type for parameter in sweep.parameters} == set(ParameterType)
+    assert sweep.algorithm is not None and sweep.parallel_trials > 1
+    assert any(parameter.scale for parameter in sweep.parameters)
+    assert [type(p) for p in config.templates["resnet-sweep"].placements] == [
+        FlexStartPlacement,
+        FlexStartPlacement,
+    ]
+    pipeline = config.templates["resnet-pipeline"]
+    assert pipeline.training_pipeline is not None and pipeline.training_pipeline.model
+    assert [type(p) for p in pipeline.placements] == [
+        PersistentResourcePlacement,
+        FlexStartPlacement,
+    ]
 
 
 @pytest.mark.parametrize(

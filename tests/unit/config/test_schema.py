@@ -31,6 +31,16 @@ from shared.config.shorthand import (
     WORKER_POOL_KEYS,
 )
 from shared.config.templates import TEMPLATE_KEYS
+from shared.config.tuning import (
+    ALGORITHM_NAMES,
+    GOAL_NAMES,
+    MODEL_KEYS,
+    PARAMETER_KEYS,
+    PIPELINE_KEYS,
+    RANGE_KEYS,
+    SCALE_NAMES,
+    TUNING_KEYS,
+)
 from shared.config.watching import FORMAT_NAMES, WEBHOOK_KEYS
 
 SCHEMA = json.loads((Path(__file__).resolve().parents[3] / "shared/config/schema.json").read_text())
@@ -62,6 +72,12 @@ KIND = {next(iter(entry["required"])): entry for entry in PLACEMENTS}
         (DEFS["retry"], RETRY_KEYS),
         (DEFS["retry"]["properties"]["backoff"], BACKOFF_KEYS),
         (DEFS["alert_webhook"], WEBHOOK_KEYS),
+        (DEFS["hyperparameter_tuning"], TUNING_KEYS),
+        (DEFS["tuning_parameter"], PARAMETER_KEYS),
+        (DEFS["tuning_parameter"]["properties"]["double"], RANGE_KEYS),
+        (DEFS["tuning_parameter"]["properties"]["integer"], RANGE_KEYS),
+        (DEFS["training_pipeline"], PIPELINE_KEYS),
+        (DEFS["training_pipeline"]["properties"]["model"], MODEL_KEYS),
     ],
 )
 def test_schema_keys_match_the_loader(schema_object: dict, loader_keys: Collection[str]) -> None:
@@ -80,6 +96,12 @@ def test_schema_keys_match_the_loader(schema_object: dict, loader_keys: Collecti
             DEFS["route"]["properties"]["gcs"]["properties"]["after_start"]["enum"],
             AFTER_START_NAMES,
         ),
+        (DEFS["hyperparameter_tuning"]["properties"]["algorithm"]["enum"], ALGORITHM_NAMES),
+        (
+            DEFS["hyperparameter_tuning"]["properties"]["metrics"]["additionalProperties"]["enum"],
+            GOAL_NAMES,
+        ),
+        (DEFS["tuning_parameter"]["properties"]["scale"]["enum"], SCALE_NAMES),
         (
             DEFS["retry"]["properties"]["retry_on"]["default"],
             [kind.value for kind in RetryPolicy().retry_on],
@@ -105,3 +127,10 @@ def test_the_schema_says_which_gcs_keys_need_completion_quiet() -> None:
     assert rule["then"] == {"required": ["dataset"]}
     quiet_only = {key for entry in rule["else"]["not"]["anyOf"] for key in entry["required"]}
     assert quiet_only == set(QUIET_KEYS) == GCS_KEYS - {"bucket", "match", "completion"}
+
+
+def test_the_schema_allows_one_job_kind_and_one_parameter_type() -> None:
+    template = DEFS["template"]
+    assert template["not"] == {"required": ["hyperparameter_tuning", "training_pipeline"]}
+    types = [entry["required"] for entry in DEFS["tuning_parameter"]["oneOf"]]
+    assert types == [["double"], ["integer"], ["discrete"], ["categorical"]]
