@@ -1,4 +1,8 @@
-"""Rendering: a template, the trigger's parameters and one placement become a ``CustomJob``.
+"""Rendering: a template, the trigger's parameters and one placement become a job to create.
+
+The job that runs is always a ``CustomJob`` built here; a sweep template wraps it as the trial job
+of a ``HyperparameterTuningJob``, a pipeline template as the training task of a
+``TrainingPipeline`` (``shared.policy.job_wrappers``, imported only for those kinds).
 
 The template's job spec (REST JSON) is parsed into ``aiplatform_v1.CustomJobSpec`` once per
 template; each rendering works on a copy. Parameters fill ``{name}`` placeholders, matched by a
@@ -25,7 +29,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Final, cast
+from typing import TYPE_CHECKING, Final, cast
 
 from google.protobuf import json_format
 
@@ -40,6 +44,7 @@ from shared.aiplatform import (
     WorkerPoolSpec,
 )
 from shared.config.model import (
+    DISPLAY_NAME_MAX,
     FlexStartPlacement,
     MachineOverride,
     OnDemandPlacement,
@@ -49,8 +54,15 @@ from shared.config.model import (
     SpotPlacement,
     Template,
 )
+from shared.config.placeholders import MODEL_ARTIFACT_URI_FIELD, MODEL_DISPLAY_NAME_FIELD
 from shared.config.placements import RESERVATION_NAME_KEY
 from shared.model.errors import InvalidJobSpec
+from shared.model.job_kinds import JobKind
+
+if TYPE_CHECKING:
+    # Only a sweep's or a pipeline's rendering imports these protos (a CustomJob's cold start
+    # must not pay for them: tests/unit/test_aiplatform_lazy.py).
+    from shared.aiplatform import HyperparameterTuningJob, TrainingPipeline
 
 PLACEHOLDER: Final = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -64,13 +76,14 @@ FILLED_FIELDS: Final[tuple[str, ...]] = (
     "jobSpec.baseOutputDirectory.outputUriPrefix",
     "jobSpec.experiment",
     "jobSpec.experimentRun",
+    MODEL_DISPLAY_NAME_FIELD,
+    MODEL_ARTIFACT_URI_FIELD,
 )
 
 RUN_LABEL: Final = "vd-run"
 ATTEMPT_LABEL: Final = "vd-attempt"
 TEMPLATE_LABEL: Final = "vd-template"
 
-DISPLAY_NAME_MAX: Final = 128
 LABEL_VALUE_MAX: Final = 63
 _LABEL_UNSAFE: Final = re.compile(r"[^a-z0-9_-]")
 
@@ -83,11 +96,31 @@ _PROGRAM_FIELDS: Final[Mapping[str, str]] = {
 
 @dataclass(frozen=True)
 class RenderedJob:
-    """A CustomJob ready for ``JobService.CreateCustomJob(parent=..., custom_job=...)``."""
+    """A job ready for its create call under ``parent``, of the template's kind.
+
+    ``custom_job`` is always the job that actually runs, which every placement and guard rule
+    checks: the CustomJob itself, or (``kind`` a sweep) one trial's job, its ``job_spec`` the
+    ``trial_job_spec``, or (a pipeline) the training task, its ``job_spec`` the
+    ``training_task_inputs``. ``tuning_job`` / ``training_pipeline`` is what is created for those
+    kinds (``resource``).
+    """
 
     parent: str  # projects/PROJECT/locations/REGION
     region: str
     custom_job: CustomJob
+    kind: JobKind = JobKind.CUSTOM_JOB
+    tuning_job: HyperparameterTuningJob | None = None
+    training_pipeline: TrainingPipeline | None = None
+
+    @property
+    def resource(self) -> CustomJob | HyperparameterTuningJob | TrainingPipeline:
+        """What the create call sends: ``CreateCustomJob``'s, ``CreateHyperparameterTuningJob``'s
+        or ``CreateTrainingPipeline``'s message."""
+        if self.kind is JobKind.HYPERPARAMETER_TUNING_JOB and self.tuning_job is not None:
+            return self.tuning_job
+        if self.kind is JobKind.TRAINING_PIPELINE and self.training_pipeline is not None:
+            return self.training_pipeline
+        return self.custom_job
 
 
 # Template name -> (the template it was parsed from, its spec). Holding the template itself lets a
@@ -129,6 +162,11 @@ def placeholders(template: Template) -> frozenset[str]:
     """Every ``{name}`` the template uses in the fields rendering fills (for linting a config)."""
     spec = parse_job_spec(template)
     texts = [template.display_name, *_fillable_texts(spec)]
+    pipeline = template.training_pipeline
+    if pipeline is not None and pipeline.model is not None:
+        texts.append(pipeline.model.display_name)
+        if pipeline.model.artifact_uri is not None:
+            texts.append(pipeline.model.artifact_uri)
     return frozenset(name for text in texts for name in PLACEHOLDER.findall(text))
 
 
@@ -173,7 +211,8 @@ def render_job(
     run_id: str,
     attempt: int,
 ) -> RenderedJob:
-    """Build the CustomJob one attempt of a run would create on ``placement``.
+    """Build the job one attempt of a run would create on ``placement``: the CustomJob that
+    runs, wrapped as a sweep or a pipeline when the template is of that kind (``kind``).
 
     Raises InvalidJobSpec when the template does not parse, a placeholder names no parameter, or
     a machine override names an unknown accelerator. Rule checks are ``shared.validation``'s.
@@ -203,8 +242,42 @@ def render_job(
         # Only {region} can be in it (shared.config.encryption): the key of this job's region.
         key = fill(template.encryption_key, values, template=template.name, field="encryptionSpec")
         job.encryption_spec = EncryptionSpec(kms_key_name=key)
+    parent = f"projects/{project}/locations/{region}"
+    if template.kind is JobKind.CUSTOM_JOB:
+        return RenderedJob(parent=parent, region=region, custom_job=job)
+    return _wrapped(template, job, values, parent=parent, region=region)
+
+
+def _wrapped(
+    template: Template, job: CustomJob, values: Mapping[str, str], *, parent: str, region: str
+) -> RenderedJob:
+    """``job`` as the trial job of the template's sweep or the training task of its pipeline."""
+    # Imported here: only a sweep's or a pipeline's rendering loads the tuning / pipeline protos.
+    from shared.policy import job_wrappers
+
+    if template.hyperparameter_tuning is not None:
+        return RenderedJob(
+            parent=parent,
+            region=region,
+            custom_job=job,
+            kind=JobKind.HYPERPARAMETER_TUNING_JOB,
+            tuning_job=job_wrappers.tuning_job(
+                job, template.hyperparameter_tuning, template=template.name
+            ),
+        )
+    assert template.training_pipeline is not None  # Template.kind said so
+
+    def filled(text: str, field: str) -> str:
+        return fill(text, values, template=template.name, field=field)
+
     return RenderedJob(
-        parent=f"projects/{project}/locations/{region}", region=region, custom_job=job
+        parent=parent,
+        region=region,
+        custom_job=job,
+        kind=JobKind.TRAINING_PIPELINE,
+        training_pipeline=job_wrappers.training_pipeline(
+            job, template.training_pipeline, fill=filled, template=template.name
+        ),
     )
 
 
@@ -328,10 +401,11 @@ def label_safe(text: str) -> str:
     return _LABEL_UNSAFE.sub("-", text.lower())[:LABEL_VALUE_MAX]
 
 
-def job_to_json(custom_job: CustomJob) -> str:
-    """The CustomJob as the REST API shows it: camelCase keys, enum names, no default fields."""
-    return CustomJob.to_json(
-        custom_job,
+def job_to_json(job: CustomJob | HyperparameterTuningJob | TrainingPipeline) -> str:
+    """A job of any kind as the REST API shows it: camelCase keys, enum names, no default
+    fields (a pipeline's ``trainingTaskInputs`` as the JSON object it is)."""
+    return type(job).to_json(
+        job,
         use_integers_for_enums=False,
         always_print_fields_with_no_presence=False,
         indent=2,

@@ -1,4 +1,9 @@
-"""Validation: every rule a CustomJob must pass before anything is created, as plain data.
+"""Validation: every rule a job must pass before anything is created, as plain data.
+
+The job checked is always the CustomJob that runs (a sweep's trial job, a pipeline's training
+task: ``RenderedJob.custom_job``); the guards read a sweep's ``tuning`` block to count its
+trials. A sweep's own rules (study, trial counts) are the config loader's
+(``shared.config.tuning``): a loaded config cannot break them.
 
 Each rule is one small function from the job (and its placement, guards and region) to the
 ``Violation``s it finds; ``validate_job`` composes them. A violation names the REST field path,
@@ -20,7 +25,7 @@ One concept per module; this package re-exports their public names:
 - ``job_rules``: worker pools, replicas, program, machine/GPUs, hyperdisk, name, labels, placement;
 - ``flex_start``: the FLEX_START rules;
 - ``spot``: the Spot rules;
-- ``guards``: the rules from the config's guards;
+- ``guards``: the rules from the config's guards (a sweep's trials counted);
 - ``persistent``: ``check_resource``, the persistent-resource rules read live;
 - ``reservation``: ``check_reservation``, a named reservation's rules read live;
 - ``compose``: ``validate_spec`` and ``validate_job``, which rules run for which placement;

@@ -6,7 +6,9 @@ They differ only in what they can read: dispatch reads a persistent resource
 (``read_resource``) and a named Compute Engine reservation (``read_reservation``) live, the plan
 reads nothing (both None: the live rules are skipped, and the plan says so). A placement whose
 reader is not given is checked offline only. Dispatch stops at the first placement that can take
-the job; the plan looks at every placement.
+the job; the plan looks at every placement. A sweep's or a pipeline's placement is checked on
+the job that runs (its trial job, its training task) with the template's block (``tuning``,
+``pipeline``), so callers need not know the kind.
 """
 
 from __future__ import annotations
@@ -108,16 +110,29 @@ def check_placement(
         violation = Violation("jobSpec", Rule.JOB_SPEC, str(error))
         return PlacementCheck(index, placement, None, (violation,), render_error=str(error))
     job, region, guards = rendered.custom_job, rendered.region, config.guards
+    tuning, pipeline = template.hyperparameter_tuning, template.training_pipeline
     if isinstance(placement, PersistentResourcePlacement) and read_resource is not None:
         resource = read_resource(f"{rendered.parent}/persistentResources/{placement.resource_id}")
-        violations = validate_job(job, placement, guards, resource, region=region)
+        violations = validate_job(
+            job, placement, guards, resource, region=region, tuning=tuning, pipeline=pipeline
+        )
     elif (
         isinstance(placement, ReservationPlacement)
         and placement.name is not None
         and read_reservation is not None
     ):
         reservation = read_reservation(placement.name)
-        violations = validate_job(job, placement, guards, region=region, reservation=reservation)
+        violations = validate_job(
+            job,
+            placement,
+            guards,
+            region=region,
+            reservation=reservation,
+            tuning=tuning,
+            pipeline=pipeline,
+        )
     else:  # nothing to read for this placement, or no reader: the rules that need nothing live
-        violations = validate_spec(job, placement, guards, region=region)
+        violations = validate_spec(
+            job, placement, guards, region=region, tuning=tuning, pipeline=pipeline
+        )
     return PlacementCheck(index, placement, rendered, tuple(violations))

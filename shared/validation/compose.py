@@ -6,6 +6,13 @@ and reservation placements have no offline rules of their own beyond ``check_pla
 ``validate_job`` adds the rules read live: the persistent resource's for a
 ``persistent_resource`` placement, the named reservation's for a ``reservation`` placement
 with a ``name``.
+
+A sweep's or a pipeline's job is validated as the job that runs (``RenderedJob.custom_job``: the
+trial job, the training task), so every placement rule holds for it unchanged; ``tuning`` makes
+the guards count the sweep's trials, ``pipeline`` holds the model's serving image to the image
+guard. Both are required keywords (None for a CustomJob): a caller that forgot the block would
+silently count one trial. A sweep's own rules (study, trial counts) are the config loader's
+(``shared.config.tuning``): a loaded config cannot break them.
 """
 
 from __future__ import annotations
@@ -16,10 +23,12 @@ from shared.aiplatform import CustomJob, PersistentResource
 from shared.config.model import (
     FlexStartPlacement,
     Guards,
+    HyperparameterTuning,
     PersistentResourcePlacement,
     Placement,
     ReservationPlacement,
     SpotPlacement,
+    TrainingPipelineSpec,
 )
 from shared.model.reservations import Reservation
 from shared.validation.flex_start import (
@@ -78,10 +87,28 @@ SPOT_RULES: Final[tuple[StaticRule, ...]] = (check_spot_gpu,)
 
 
 def validate_spec(
-    job: CustomJob, placement: Placement, guards: Guards, *, region: str
+    job: CustomJob,
+    placement: Placement,
+    guards: Guards,
+    *,
+    region: str,
+    tuning: HyperparameterTuning | None,
+    pipeline: TrainingPipelineSpec | None,
 ) -> list[Violation]:
-    """Every rule that needs nothing live: what ``vertex-dispatch validate`` can check offline."""
-    subject = _Subject(job=job, placement=placement, guards=guards, region=region)
+    """Every rule that needs nothing live: what ``vertex-dispatch validate`` can check offline.
+
+    ``job`` is the job that runs; ``tuning`` / ``pipeline``: the template's
+    ``hyperparameter_tuning`` / ``training_pipeline`` (None for a CustomJob): the guards count a
+    sweep's trials and hold a pipeline's model image to the prefixes.
+    """
+    subject = _Subject(
+        job=job,
+        placement=placement,
+        guards=guards,
+        region=region,
+        tuning=tuning,
+        pipeline=pipeline,
+    )
     rules = STATIC_RULES
     if isinstance(placement, FlexStartPlacement):
         rules += FLEX_START_RULES
@@ -98,14 +125,19 @@ def validate_job(
     *,
     region: str,
     reservation: Reservation | None = None,
+    tuning: HyperparameterTuning | None,
+    pipeline: TrainingPipelineSpec | None,
 ) -> list[Violation]:
     """Every rule, the live ones included; an empty list means "create it".
 
     For a persistent-resource placement, ``persistent_resource`` is the resource as just read
     (None: it was not found); for a reservation placement with a name, ``reservation`` is the
     reservation as just read (None: not found). ``region`` is where the job would be created.
+    ``tuning`` / ``pipeline``: the template's block for a sweep / a pipeline (``validate_spec``).
     """
-    violations = validate_spec(job, placement, guards, region=region)
+    violations = validate_spec(
+        job, placement, guards, region=region, tuning=tuning, pipeline=pipeline
+    )
     if isinstance(placement, PersistentResourcePlacement):
         violations += check_resource(job, placement, persistent_resource)
     if isinstance(placement, ReservationPlacement) and placement.name is not None:

@@ -1,6 +1,12 @@
 """The rules from the config's guards: allowed image prefixes, service accounts and regions, and
 the ceilings on GPUs and GPU-hours per job.
 
+A sweep counts what it really uses (docs/architecture.md, "Job kinds"; the multipliers:
+``shared.config.model.jobs_at_once`` / ``jobs_in_all``): GPUs per job = GPUs per
+trial x ``parallel_trials`` (the trials running at once); GPU-hours = GPUs per trial x timeout x
+``max_trials`` (every trial may run its whole timeout). A pipeline's training task counts as a
+CustomJob, and the serving image of the model it uploads is held to the image prefixes too.
+
 Each is a ``StaticRule`` that holds for every placement; ``shared.validation.compose`` runs them.
 """
 
@@ -9,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from shared.aiplatform import CustomJob
+from shared.config.model import jobs_at_once, jobs_in_all
 from shared.validation.subject import (
     _gpus,
     _hours,
@@ -34,7 +41,11 @@ def check_guard_image(subject: _Subject) -> Iterator[Violation]:
     prefixes = subject.guards.image_prefixes
     if not prefixes:
         return
-    for field, image in _images(subject.job):
+    images = list(_images(subject.job))
+    model = subject.pipeline.model if subject.pipeline is not None else None
+    if model is not None:
+        images.append(("modelToUpload.containerSpec.imageUri", model.serving_image))
+    for field, image in images:
         if image and not image.startswith(prefixes):  # a missing image is check_program's
             yield Violation(
                 field,
@@ -72,7 +83,22 @@ def check_guard_region(subject: _Subject) -> Iterator[Violation]:
 def check_guard_gpus(subject: _Subject) -> Iterator[Violation]:
     ceiling = subject.guards.max_gpus_per_job
     gpus = sum(_gpus(pool) for _, pool in _used_pools(subject.job))
-    if ceiling is not None and gpus > ceiling:
+    tuning = subject.tuning
+    if ceiling is None:
+        return
+    at_once = gpus * jobs_at_once(tuning)
+    if tuning is not None and at_once > ceiling:
+        trial_fits = gpus <= ceiling
+        yield Violation(
+            "parallelTrialCount" if trial_fits else "jobSpec.workerPoolSpecs",
+            Rule.GUARD_GPUS,
+            f"the sweep asks for {at_once} GPUs at once: {gpus} per trial (all replicas) x "
+            f"parallel_trials {tuning.parallel_trials}; guards.max_gpus_per_job allows "
+            f"{ceiling}: lower parallel_trials"
+            + ("" if trial_fits else ", or replicaCount or acceleratorCount per trial")
+            + ", or raise the guard",
+        )
+    elif tuning is None and gpus > ceiling:
         yield Violation(
             "jobSpec.workerPoolSpecs",
             Rule.GUARD_GPUS,
@@ -87,14 +113,21 @@ def check_guard_gpu_hours(subject: _Subject) -> Iterator[Violation]:
     if ceiling is None or gpus == 0:
         return
     timeout = _timeout(subject.job)
-    gpu_hours = gpus * timeout.total_seconds() / 3600
+    trials = jobs_in_all(subject.tuning)
+    gpu_hours = gpus * timeout.total_seconds() / 3600 * trials
     if gpu_hours > ceiling:
         # A job without a timeout may run Vertex AI's default of 7 days: count that.
         unset = "" if "timeout" in subject.job.job_spec.scheduling else " (Vertex's default)"
+        if subject.tuning is None:
+            what = f"{gpus} GPUs for up to {_hours(timeout)}{unset}"
+            fix = "ask for fewer GPUs"
+        else:
+            what = f"{gpus} GPUs per trial for up to {_hours(timeout)}{unset} x max_trials {trials}"
+            fix = "lower max_trials, ask for fewer GPUs per trial"
         yield Violation(
             "jobSpec.scheduling.timeout",
             Rule.GUARD_GPU_HOURS,
-            f"{gpus} GPUs for up to {_hours(timeout)}{unset} make {gpu_hours:g} GPU-hours; "
-            f"guards.max_gpu_hours_per_job allows {ceiling:g}: set the template's timeout to "
-            f"at most {ceiling / gpus:g} h, ask for fewer GPUs, or raise the guard",
+            f"{what} make {gpu_hours:g} GPU-hours; guards.max_gpu_hours_per_job allows "
+            f"{ceiling:g}: set the template's timeout to at most {ceiling / gpus / trials:g} h, "
+            f"{fix}, or raise the guard",
         )

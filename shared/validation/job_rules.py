@@ -13,10 +13,14 @@ from typing import Final
 
 from shared.aiplatform import MachineSpec, ReservationAffinity, Scheduling, WorkerPoolSpec
 from shared.config.encryption import key_location
-from shared.config.model import PersistentResourcePlacement, ReservationPlacement
+from shared.config.model import (
+    DISPLAY_NAME_MAX,
+    PersistentResourcePlacement,
+    ReservationPlacement,
+)
 from shared.config.placements import kind_of
 from shared.policy import machines
-from shared.policy.jobspec import DISPLAY_NAME_MAX, reservation_affinity
+from shared.policy.jobspec import reservation_affinity
 from shared.validation.subject import (
     DEFAULT_BOOT_DISK_TYPE,
     NO_ACCELERATOR,

@@ -5,6 +5,12 @@ with ``validate_spec``; nothing live is read. Each problem is a ``TemplateProble
 key the user wrote (``shared.config.origins.user_path``): ``worker_pools[0].accelerator.type``
 for the friendly form, ``gcloud_config(FILE).workerPoolSpecs[0]...`` for a file. A problem that
 holds on several placements of the chain is reported once, listing them.
+
+A sweep's or a pipeline's template is rendered as that kind and checked with its block
+(``tuning`` / ``pipeline``); a guard broken by the sweep's trials or the model upload is named at
+the block's key where the user wrote it (``shared.config.origins.kind_path``:
+``templates.resnet-sweep.hyperparameter_tuning.parallel_trials``, or the file's
+``parallelTrialCount`` / ``modelToUpload...`` key). The sweep's own rules broke the load already.
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from shared.config.model import Config, Template
-from shared.config.origins import origin_of, user_path
+from shared.config.origins import kind_path, origin_of, user_path
 from shared.config.problems import child, item
 from shared.model.errors import InvalidJobSpec
 from shared.policy.jobspec import placeholders, render_job
@@ -22,6 +28,16 @@ from shared.validation.compose import validate_spec
 from shared.validation.violations import Rule, Violation
 
 LINT_RUN_ID: Final = "r-000000000000000000000000"
+
+# REST fields of a HyperparameterTuningJob / TrainingPipeline (as violations name them) -> the
+# key inside the template's block (``kind_path``).
+_KIND_KEYS: Final[tuple[tuple[str, str], ...]] = (
+    ("parallelTrialCount", "parallel_trials"),
+    ("modelToUpload.containerSpec.imageUri", "model.serving_image"),
+    ("modelToUpload.displayName", "model.display_name"),
+    ("modelToUpload.artifactUri", "model.artifact_uri"),
+    ("modelToUpload", "model"),
+)
 
 
 @dataclass(frozen=True)
@@ -99,10 +115,23 @@ def _check_template(config: Config, template: Template) -> list[TemplateProblem]
             found.append((index, where, Violation("jobSpec", Rule.JOB_SPEC, str(error))))
             continue
         violations = validate_spec(
-            rendered.custom_job, placement, config.guards, region=rendered.region
+            rendered.custom_job,
+            placement,
+            config.guards,
+            region=rendered.region,
+            tuning=template.hyperparameter_tuning,
+            pipeline=template.training_pipeline,
         )
-        found += [(index, user_path(template, v.field, index), v) for v in violations]
+        found += [(index, _user_path(template, v.field, index), v) for v in violations]
     return _merge(found, len(template.placements))
+
+
+def _user_path(template: Template, field: str, placement: int) -> str:
+    """Where the user wrote ``field``: a key of the sweep's / pipeline's block, or the job's."""
+    for prefix, key in _KIND_KEYS:
+        if field == prefix or field.startswith((f"{prefix}.", f"{prefix}[")):
+            return kind_path(template, key)
+    return user_path(template, field, placement)
 
 
 def _merge(found: Iterable[tuple[int, str, Violation]], chain: int) -> list[TemplateProblem]:

@@ -14,7 +14,7 @@ from datetime import timedelta
 from typing import Final
 
 from shared.aiplatform import CustomJob, MachineSpec, WorkerPoolSpec
-from shared.config.model import Guards, Placement
+from shared.config.model import Guards, HyperparameterTuning, Placement, TrainingPipelineSpec
 from shared.policy import machines
 from shared.policy.jobspec import is_skipped_pool
 from shared.validation.violations import Violation
@@ -29,12 +29,15 @@ NO_ACCELERATOR: Final = "ACCELERATOR_TYPE_UNSPECIFIED"
 
 @dataclass(frozen=True)
 class _Subject:
-    """What every static rule looks at."""
+    """What every static rule looks at: the job that runs (a sweep's trial job, a pipeline's
+    training task) and, for those kinds, the template's block (the sweep's trials, the model)."""
 
     job: CustomJob
     placement: Placement
     guards: Guards
     region: str
+    tuning: HyperparameterTuning | None = None
+    pipeline: TrainingPipelineSpec | None = None
 
 
 StaticRule = Callable[[_Subject], Iterable[Violation]]

@@ -50,8 +50,10 @@ class Rule(enum.StrEnum):
     GUARD_IMAGE = "guard-image"  # images start with an allowed prefix
     GUARD_SERVICE_ACCOUNT = "guard-service-account"  # the job runs as an allowed account
     GUARD_REGION = "guard-region"  # the job runs in an allowed region
-    GUARD_GPUS = "guard-gpus"  # GPUs of all replicas <= max_gpus_per_job
-    GUARD_GPU_HOURS = "guard-gpu-hours"  # GPUs x timeout hours <= max_gpu_hours_per_job
+    # GPUs of all replicas (x parallel trials of a sweep) <= max_gpus_per_job
+    GUARD_GPUS = "guard-gpus"
+    # GPUs x timeout hours (x max trials of a sweep) <= max_gpu_hours_per_job
+    GUARD_GPU_HOURS = "guard-gpu-hours"
     RESOURCE_EXISTS = "resource-exists"  # the persistent resource was found
     RESOURCE_RUNNING = "resource-running"  # ... and is RUNNING
     RESOURCE_NETWORK = "resource-network"  # the job's network is the resource's

@@ -53,7 +53,8 @@ def test_rendering_and_validating_a_job_imports_only_the_services_it_uses() -> N
             run_id="r-0123456789abcdef01234567", attempt=1,
         )
         violations = validate_spec(
-            rendered.custom_job, template.placements[0], config.guards, region=rendered.region
+            rendered.custom_job, template.placements[0], config.guards, region=rendered.region,
+            tuning=template.hyperparameter_tuning, pipeline=template.training_pipeline,
         )
         from shared.aiplatform import LAZY_PACKAGES
         print(json.dumps({{

@@ -109,7 +109,10 @@ def seed_resource() -> PersistentResource:
 
 
 def test_seed_flex_start_job_is_clean() -> None:
-    assert validate_job(dws_job(), FLEX_1800, Guards(), region=REGION) == []
+    assert (
+        validate_job(dws_job(), FLEX_1800, Guards(), region=REGION, tuning=None, pipeline=None)
+        == []
+    )
 
 
 def test_seed_gcloud_config_with_7200s_wait_is_clean() -> None:
@@ -118,12 +121,18 @@ def test_seed_gcloud_config_with_7200s_wait_is_clean() -> None:
     job.job_spec.worker_pool_specs[0].container_spec.command = ["start"]
     job.job_spec.worker_pool_specs[0].container_spec.args = ["port=8500"]
     placement = FlexStartPlacement(max_wait=timedelta(seconds=7200))
-    assert validate_job(job, placement, Guards(), region=REGION) == []
+    assert validate_job(job, placement, Guards(), region=REGION, tuning=None, pipeline=None) == []
 
 
 def test_seed_persistent_resource_job_is_clean() -> None:
     violations = validate_job(
-        persistent_job(), ON_RESOURCE, Guards(), seed_resource(), region=REGION
+        persistent_job(),
+        ON_RESOURCE,
+        Guards(),
+        seed_resource(),
+        region=REGION,
+        tuning=None,
+        pipeline=None,
     )
     assert violations == []
 
@@ -315,9 +324,13 @@ def test_each_broken_rule_is_reported_once(
 ) -> None:
     job = dws_job()
     _trusted(job)
-    assert validate_job(job, FLEX_1800, STRICT_GUARDS, region=REGION) == []
+    assert (
+        validate_job(job, FLEX_1800, STRICT_GUARDS, region=REGION, tuning=None, pipeline=None) == []
+    )
     mutate(job)
-    violations = validate_job(job, FLEX_1800, STRICT_GUARDS, region=REGION)
+    violations = validate_job(
+        job, FLEX_1800, STRICT_GUARDS, region=REGION, tuning=None, pipeline=None
+    )
     assert [(v.rule, v.field, v.kind) for v in violations] == [
         (rule, field, ViolationKind.INVALID)
     ], violations
@@ -326,15 +339,34 @@ def test_each_broken_rule_is_reported_once(
 
 def test_region_guard() -> None:
     job = dws_job()
-    violations = validate_job(job, FLEX_1800, Guards(regions=("us-central1",)), region="us-east4")
+    violations = validate_job(
+        job,
+        FLEX_1800,
+        Guards(regions=("us-central1",)),
+        region="us-east4",
+        tuning=None,
+        pipeline=None,
+    )
     assert [(v.rule, v.field) for v in violations] == [(Rule.GUARD_REGION, "region")]
     assert "us-east4" in violations[0].message
 
 
 def test_default_timeout_counts_as_seven_days() -> None:
     job = dws_job()  # 1 GPU, no timeout: 168 GPU-hours
-    assert validate_job(job, FLEX_1800, Guards(max_gpu_hours_per_job=168), region=REGION) == []
-    [violation] = validate_job(job, FLEX_1800, Guards(max_gpu_hours_per_job=100), region=REGION)
+    assert (
+        validate_job(
+            job,
+            FLEX_1800,
+            Guards(max_gpu_hours_per_job=168),
+            region=REGION,
+            tuning=None,
+            pipeline=None,
+        )
+        == []
+    )
+    [violation] = validate_job(
+        job, FLEX_1800, Guards(max_gpu_hours_per_job=100), region=REGION, tuning=None, pipeline=None
+    )
     assert violation.rule == Rule.GUARD_GPU_HOURS
     assert "168 h" in violation.message
 
@@ -342,7 +374,7 @@ def test_default_timeout_counts_as_seven_days() -> None:
 def test_empty_later_pool_is_skipped() -> None:
     job = dws_job()
     job.job_spec.worker_pool_specs.append(WorkerPoolSpec())
-    assert validate_job(job, FLEX_1800, Guards(), region=REGION) == []
+    assert validate_job(job, FLEX_1800, Guards(), region=REGION, tuning=None, pipeline=None) == []
 
 
 def _resource(**changes: object) -> PersistentResource:
@@ -431,12 +463,25 @@ def test_persistent_resource_rules(
     field: str,
     kind: ViolationKind,
 ) -> None:
-    violations = validate_job(job, ON_RESOURCE, Guards(), resource, region=REGION)
+    violations = validate_job(
+        job, ON_RESOURCE, Guards(), resource, region=REGION, tuning=None, pipeline=None
+    )
     assert [(v.rule, v.field, v.kind) for v in violations] == [(rule, field, kind)], violations
 
 
 def test_a_job_with_the_resources_cmek_key_runs_there() -> None:
-    assert validate_job(_encrypted_job(), ON_RESOURCE, Guards(), _encrypted(), region=REGION) == []
+    assert (
+        validate_job(
+            _encrypted_job(),
+            ON_RESOURCE,
+            Guards(),
+            _encrypted(),
+            region=REGION,
+            tuning=None,
+            pipeline=None,
+        )
+        == []
+    )
 
 
 # (case id, job, resource, what the message must say): each mismatch says what would fix it.
@@ -455,7 +500,9 @@ MISMATCH_FIXES = [
 def test_a_mismatch_says_the_next_placement_is_tried_and_what_would_fix_it(
     job: CustomJob, resource: PersistentResource, fix: str
 ) -> None:
-    (violation,) = validate_job(job, ON_RESOURCE, Guards(), resource, region=REGION)
+    (violation,) = validate_job(
+        job, ON_RESOURCE, Guards(), resource, region=REGION, tuning=None, pipeline=None
+    )
     assert "the next placement is tried" in violation.message
     assert fix in violation.message
 
@@ -463,12 +510,19 @@ def test_a_mismatch_says_the_next_placement_is_tried_and_what_would_fix_it(
 def test_autoscaling_max_is_the_pool_ceiling() -> None:
     resource = _resource(autoscaling_spec={"min_replica_count": 1, "max_replica_count": 4})
     job = _persistent_job_with(1, workers=3)
-    assert validate_job(job, ON_RESOURCE, Guards(), resource, region=REGION) == []
+    assert (
+        validate_job(
+            job, ON_RESOURCE, Guards(), resource, region=REGION, tuning=None, pipeline=None
+        )
+        == []
+    )
 
 
 def test_resource_placement_rejects_flex_start_shape() -> None:
     job = dws_job()  # FLEX_START, no persistentResourceId
-    violations = validate_job(job, ON_RESOURCE, Guards(), seed_resource(), region=REGION)
+    violations = validate_job(
+        job, ON_RESOURCE, Guards(), seed_resource(), region=REGION, tuning=None, pipeline=None
+    )
     rules = {(v.rule, v.field) for v in violations}
     assert (Rule.PLACEMENT, "jobSpec.persistentResourceId") in rules
     assert (Rule.PLACEMENT, "jobSpec.scheduling.strategy") in rules
@@ -498,7 +552,9 @@ def test_machine_type_against_accelerators(
 ) -> None:
     job = persistent_job()
     _set_machine(machine_type, accelerator, count)(job)
-    violations = validate_spec(job, ON_RESOURCE, Guards(), region=REGION)
+    violations = validate_spec(
+        job, ON_RESOURCE, Guards(), region=REGION, tuning=None, pipeline=None
+    )
     assert [(v.rule, v.field) for v in violations] == [
         (Rule.MACHINE_ACCELERATOR, f"{POOL0}.machineSpec.{field}") for field in fields
     ], violations

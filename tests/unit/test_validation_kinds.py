@@ -169,9 +169,9 @@ def test_each_kinds_rules(
     placement: Placement, mutate: Callable[[CustomJob], None], expected: list[tuple[Rule, str]]
 ) -> None:
     job, region = _job(placement)
-    assert validate_spec(job, placement, Guards(), region=region) == []
+    assert validate_spec(job, placement, Guards(), region=region, tuning=None, pipeline=None) == []
     mutate(job)
-    violations = validate_spec(job, placement, Guards(), region=region)
+    violations = validate_spec(job, placement, Guards(), region=region, tuning=None, pipeline=None)
     assert [(v.rule, v.field) for v in violations] == expected, violations
     assert all(v.kind is ViolationKind.INVALID and v.message for v in violations)
 
@@ -179,7 +179,7 @@ def test_each_kinds_rules(
 def test_the_spot_gpu_message_names_the_gpus_and_the_fix() -> None:
     job, region = _job(SPOT)
     _machine("n1-standard-4", "NVIDIA_TESLA_K80", 1)(job)
-    violation = validate_spec(job, SPOT, Guards(), region=region)[0]
+    violation = validate_spec(job, SPOT, Guards(), region=region, tuning=None, pipeline=None)[0]
     assert "NVIDIA_TESLA_K80" in violation.message
     assert "NVIDIA_TESLA_T4" in violation.message  # what to pick instead
     assert "on demand" in violation.message
@@ -190,7 +190,10 @@ def test_flex_start_rules_stay_flex_starts() -> None:
     flex = FlexStartPlacement(max_wait=timedelta(hours=1))
     job, region = _job(flex)
     _machine("n1-standard-8", "NVIDIA_TESLA_T4", 1)(job)
-    assert [v.rule for v in validate_spec(job, flex, Guards(), region=region)] == [
+    assert [
+        v.rule
+        for v in validate_spec(job, flex, Guards(), region=region, tuning=None, pipeline=None)
+    ] == [
         Rule.FLEX_START_GPU,
         Rule.FLEX_START_GPU,
     ]
@@ -219,7 +222,7 @@ def test_the_encryption_key_is_in_the_jobs_region(
     key: str, placement: Placement, expected: list[tuple[Rule, str]]
 ) -> None:
     job, region = _job(placement, encryption_key=key)
-    violations = validate_spec(job, placement, Guards(), region=region)
+    violations = validate_spec(job, placement, Guards(), region=region, tuning=None, pipeline=None)
     assert [(v.rule, v.field) for v in violations] == expected
 
 
@@ -319,7 +322,9 @@ def test_a_placement_built_in_code_renders_and_validates_every_kind() -> None:
         ReservationPlacement(name=RES, machine=override),
     ):
         job, region = _job(placement)
-        assert validate_spec(job, placement, Guards(), region=region) == [], placement
+        assert (
+            validate_spec(job, placement, Guards(), region=region, tuning=None, pipeline=None) == []
+        ), placement
 
 
 @pytest.mark.parametrize(

@@ -144,14 +144,26 @@ def test_each_message_says_what_the_reservation_lacks(found: Reservation | None,
 
 def test_validate_job_adds_the_reservation_rules_for_a_named_reservation() -> None:
     violations = validate_job(
-        reserved_job(), PLACEMENT, Guards(), region=REGION, reservation=reservation(count=1)
+        reserved_job(),
+        PLACEMENT,
+        Guards(),
+        region=REGION,
+        reservation=reservation(count=1),
+        tuning=None,
+        pipeline=None,
     )
     assert Rule.RESERVATION_CAPACITY in {v.rule for v in violations}
 
 
 def test_validate_job_reads_nothing_for_any_reservation() -> None:
     violations = validate_job(
-        reserved_job(), ReservationPlacement(), Guards(), region=REGION, reservation=None
+        reserved_job(),
+        ReservationPlacement(),
+        Guards(),
+        region=REGION,
+        reservation=None,
+        tuning=None,
+        pipeline=None,
     )
     assert not [v for v in violations if v.rule.startswith("reservation-")]
 
