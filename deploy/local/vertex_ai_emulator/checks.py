@@ -4,8 +4,11 @@ Field errors are gathered and reported together in the service's format
 (`List of found errors:\t1.Field: custom_job.display_name; Message: Required field is not set.\t`),
 one stage at a time: the job's own fields, then the FLEX_START rules, then the reservation
 affinity, then the GPU types the region offers (`offered_accelerators`), then the persistent
-resource (with its CMEK key). The quota refusal (`quota_when_exceeded: refuse`) needs the
-simulation's state and lives in core.py.
+resource (with its CMEK key). A HyperparameterTuningJob's trial job and a TrainingPipeline's
+training task are checked as the CustomJob they run, and the errors name the fields of the request
+that was sent (`JobFieldPaths`: `hyperparameter_tuning_job.trial_job_spec.worker_pool_specs[0]...`,
+`training_pipeline.training_task_inputs.worker_pool_specs[0]...`). The quota refusal
+(`quota_when_exceeded: refuse`) needs the simulation's state and lives in core.py.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from datetime import timedelta
 
 from google.cloud import aiplatform_v1
 
-from vertex_ai_emulator.errors import failed_precondition, invalid_argument
+from vertex_ai_emulator.errors import EmulatorError, failed_precondition, invalid_argument
 from vertex_ai_emulator.persistent import RUNNING
 from vertex_ai_emulator.placement import (
     FLEX_START,
@@ -84,6 +87,36 @@ NOT_OFFERED_MESSAGE = "Accelerator type {accelerator} is not supported in locati
 
 
 @dataclass(frozen=True)
+class JobFieldPaths:
+    """Where the job that runs sits in the create request: its root field, and its spec's."""
+
+    root: str  # "custom_job", "hyperparameter_tuning_job", "training_pipeline"
+    spec: str  # "custom_job.job_spec", ".trial_job_spec", ".training_task_inputs"
+    resource: str  # the resource type the request creates, as messages name it
+
+    def rewrite(self, message: str) -> str:
+        """A CustomJob check's message, naming this request's fields instead."""
+        if self == CUSTOM_JOB_PATHS:
+            return message
+        return (
+            message.replace("custom_job.job_spec", self.spec)
+            .replace("custom_job.", f"{self.root}.")
+            .replace("The CustomJob's", f"The {self.resource}'s")
+        )
+
+
+CUSTOM_JOB_PATHS = JobFieldPaths("custom_job", "custom_job.job_spec", "CustomJob")
+TUNING_JOB_PATHS = JobFieldPaths(
+    "hyperparameter_tuning_job",
+    "hyperparameter_tuning_job.trial_job_spec",
+    "HyperparameterTuningJob",
+)
+PIPELINE_PATHS = JobFieldPaths(
+    "training_pipeline", "training_pipeline.training_task_inputs", "TrainingPipeline"
+)
+
+
+@dataclass(frozen=True)
 class FieldViolation:
     """One broken rule, on one field of the request."""
 
@@ -99,12 +132,36 @@ def check_new_job(
     region: str = "",
     lookup_reservation: ReservationLookup | None = None,
     offered_accelerators: OfferedAccelerators | None = None,
+    paths: JobFieldPaths = CUSTOM_JOB_PATHS,
 ) -> None:
     """Raise EmulatorError if the service would refuse to create `job` in `region`.
 
     `persistent_resource_name` is the canonical name `job_spec.persistent_resource_id` refers to
-    (None when the job does not use one).
+    (None when the job does not use one). `paths`: where `job` sits in the request (the trial job
+    of a tuning job, the training task of a pipeline), which the errors name.
     """
+    try:
+        _check_new_job(
+            job,
+            persistent_resource_name,
+            lookup_persistent_resource,
+            region=region,
+            lookup_reservation=lookup_reservation,
+            offered_accelerators=offered_accelerators,
+        )
+    except EmulatorError as error:
+        raise EmulatorError(error.code, paths.rewrite(error.message)) from None
+
+
+def _check_new_job(
+    job: aiplatform_v1.CustomJob,
+    persistent_resource_name: str | None,
+    lookup_persistent_resource: PersistentResourceLookup,
+    *,
+    region: str,
+    lookup_reservation: ReservationLookup | None,
+    offered_accelerators: OfferedAccelerators | None,
+) -> None:
     _raise_if_any(_field_violations(job))
     if job.job_spec.scheduling.strategy == FLEX_START:
         _raise_if_any(_flex_start_violations(job))

@@ -1,8 +1,11 @@
-"""The emulated Vertex AI JobService and PersistentResourceService, transport-agnostic.
+"""The emulated Vertex AI JobService, PipelineService and PersistentResourceService,
+transport-agnostic.
 
 `Emulator` is what the REST and gRPC transports call (see docs/emulator-contract.md). It owns the
 single lock, the names, and the proto copies going in and out; the lifecycle lives in
-simulation.py, the create-time checks in checks.py, the list filter in filters.py. Every public
+simulation.py (tuning jobs and training pipelines in composites.py, on top of it), the create-time
+checks in checks.py (a tuning job's and a pipeline's own fields in composite_checks.py), the list
+filter in filters.py. Every public
 method first brings the simulation up to `clock.now()`; every error is an EmulatorError.
 """
 
@@ -17,13 +20,27 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import grpc
+import proto
 from google.cloud import aiplatform_v1
 from google.longrunning import operations_pb2
 from google.protobuf import empty_pb2
 
 from vertex_ai_emulator.capacity import GpuCapacity
-from vertex_ai_emulator.checks import check_new_job
+from vertex_ai_emulator.checks import (
+    CUSTOM_JOB_PATHS,
+    PIPELINE_PATHS,
+    TUNING_JOB_PATHS,
+    JobFieldPaths,
+    check_new_job,
+)
 from vertex_ai_emulator.clock import SimulatedClock
+from vertex_ai_emulator.composite_checks import check_training_pipeline, check_tuning_job
+from vertex_ai_emulator.composites import (
+    Composite,
+    Composites,
+    SimulatedPipeline,
+    SimulatedSweep,
+)
 from vertex_ai_emulator.config import (
     CreateRefusals,
     EmulatorConfig,
@@ -42,10 +59,13 @@ from vertex_ai_emulator.filters import parse_filter
 from vertex_ai_emulator.joblogs import JobLogs, log_settings_from_dict
 from vertex_ai_emulator.names import (
     CUSTOM_JOBS,
+    HYPERPARAMETER_TUNING_JOBS,
     OPERATIONS,
     PERSISTENT_RESOURCES,
+    TRAINING_PIPELINES,
     LocationName,
     ProjectDirectory,
+    ResourceName,
 )
 from vertex_ai_emulator.outcomes import OutcomeRule, OutcomeRules
 from vertex_ai_emulator.paging import SortKey, paginate
@@ -60,7 +80,7 @@ from vertex_ai_emulator.placement import (
 )
 from vertex_ai_emulator.quota import QUOTA_EXCEEDED_MESSAGE, GpuQuota, QuotaKind, quota_metric
 from vertex_ai_emulator.reservations import Reservations, reservation_from_dict
-from vertex_ai_emulator.simulation import SimulatedJob, Simulation
+from vertex_ai_emulator.simulation import TERMINAL_STATES, SimulatedJob, Simulation
 
 # The service's default when a FLEX_START job leaves scheduling.max_wait_duration unset.
 DEFAULT_MAX_WAIT_SECONDS = 86400.0
@@ -79,6 +99,30 @@ OUTPUT_ONLY_JOB_FIELDS = (
     "satisfies_pzs",
     "satisfies_pzi",
 )
+OUTPUT_ONLY_TUNING_JOB_FIELDS = (
+    "name",
+    "state",
+    "create_time",
+    "start_time",
+    "end_time",
+    "update_time",
+    "error",
+    "trials",
+    "satisfies_pzs",
+    "satisfies_pzi",
+)
+OUTPUT_ONLY_PIPELINE_FIELDS = (
+    "name",
+    "state",
+    "create_time",
+    "start_time",
+    "end_time",
+    "update_time",
+    "error",
+    "training_task_metadata",
+)
+OUTPUT_ONLY_MODEL_FIELDS = ("name", "version_id", "create_time", "update_time")
+CUSTOM_JOB = "custom_job"  # the job kinds outcome rules name (outcomes.JOB_KINDS)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -110,35 +154,141 @@ class Emulator:
             job = aiplatform_v1.CustomJob(custom_job)
             for output_only in OUTPUT_ONLY_JOB_FIELDS:
                 delattr(job, output_only)
-            resource_name = self._persistent_resource_name(location, job)
-            check_new_job(
-                job,
-                resource_name,
-                self._resources.get,
-                region=location.location,
-                lookup_reservation=self._reservations.get,
-                offered_accelerators=self._refusals.offered_accelerators,
-            )
-            self._refuse_over_quota(job, location.location)
+            self._check_runnable(location, job, CUSTOM_JOB_PATHS)
             name = location.child(CUSTOM_JOBS, str(next(self._job_ids)))
-            job.name = str(name)
-            placement = placement_of(job)
-            simulated = SimulatedJob(
-                name=name,
-                job=job,
-                placement=placement,
-                outcome=self._outcome_rules.choose(job, placement),
-                gpu_demand=gpu_demand(job),
-                persistent_resource=resource_name,
-                pool_demand=self._pool_demand(job, resource_name),
-                max_wait_seconds=_max_wait_seconds(job)
-                if placement == Placement.FLEX_START
-                else None,
-                quota_kind=quota_kind_of(job),
-                reservation_request=reservation_request_of(job),
-            )
+            simulated = self._simulated_job(name, job, CUSTOM_JOB, None)
             self._simulation.submit(simulated)
-            return aiplatform_v1.CustomJob(job)
+            return aiplatform_v1.CustomJob(simulated.job)
+
+    def create_hyperparameter_tuning_job(
+        self, parent: str, tuning_job: aiplatform_v1.HyperparameterTuningJob
+    ) -> aiplatform_v1.HyperparameterTuningJob:
+        """Check and store a new tuning job (QUEUED) and start its first trials (composites.py);
+        the trial job is checked as a CustomJob, errors naming `trial_job_spec` fields."""
+        with self._lock:
+            self._catch_up()
+            location = self._directory.parse_parent(parent)
+            job = aiplatform_v1.HyperparameterTuningJob(tuning_job)
+            for output_only in OUTPUT_ONLY_TUNING_JOB_FIELDS:
+                delattr(job, output_only)
+            trial_job = aiplatform_v1.CustomJob(
+                display_name=job.display_name,
+                job_spec=job.trial_job_spec,
+                labels=dict(job.labels),
+                encryption_spec=job.encryption_spec,
+            )
+            check_tuning_job(job)
+            self._check_runnable(location, trial_job, TUNING_JOB_PATHS)
+            name = location.child(HYPERPARAMETER_TUNING_JOBS, str(next(self._job_ids)))
+            job.name = str(name)
+            self._composites.add_sweep(SimulatedSweep(name, job, trial_job))
+            return aiplatform_v1.HyperparameterTuningJob(job)
+
+    def get_hyperparameter_tuning_job(self, name: str) -> aiplatform_v1.HyperparameterTuningJob:
+        """The tuning job as it is now, with its trials."""
+        with self._lock:
+            self._catch_up()
+            return aiplatform_v1.HyperparameterTuningJob(self._find_sweep(name).job)
+
+    def list_hyperparameter_tuning_jobs(
+        self, parent: str, filter: str = "", page_size: int = 0, page_token: str = ""
+    ) -> aiplatform_v1.ListHyperparameterTuningJobsResponse:
+        """Tuning jobs under `parent` matching `filter`, newest first, one page at a time."""
+        with self._lock:
+            self._catch_up()
+            page, next_token = self._list_page(
+                parent,
+                [sweep.job for sweep in self._composites.sweeps.values()],
+                aiplatform_v1.JobState,
+                filter,
+                page_size,
+                page_token,
+            )
+            return aiplatform_v1.ListHyperparameterTuningJobsResponse(
+                hyperparameter_tuning_jobs=[
+                    aiplatform_v1.HyperparameterTuningJob(job) for job in page
+                ],
+                next_page_token=next_token,
+            )
+
+    def cancel_hyperparameter_tuning_job(self, name: str) -> None:
+        """Start cancelling a tuning job that has not ended (its running trials are cancelled);
+        FAILED_PRECONDITION if it has."""
+        with self._lock:
+            self._catch_up()
+            self._cancel_composite(self._find_sweep(name))
+
+    def delete_hyperparameter_tuning_job(self, name: str) -> operations_pb2.Operation:
+        """Delete an ended tuning job; returns the (already done) long-running operation."""
+        with self._lock:
+            self._catch_up()
+            return self._delete_composite(self._find_sweep(name))
+
+    def create_training_pipeline(
+        self, parent: str, training_pipeline: aiplatform_v1.TrainingPipeline
+    ) -> aiplatform_v1.TrainingPipeline:
+        """Check and store a new pipeline (QUEUED) and start its training task (composites.py);
+        the task is checked as a CustomJob, errors naming `training_task_inputs` fields."""
+        with self._lock:
+            self._catch_up()
+            location = self._directory.parse_parent(parent)
+            job = aiplatform_v1.TrainingPipeline(training_pipeline)
+            for output_only in OUTPUT_ONLY_PIPELINE_FIELDS:
+                delattr(job, output_only)
+            if "model_to_upload" in job:
+                for output_only in OUTPUT_ONLY_MODEL_FIELDS:
+                    delattr(job.model_to_upload, output_only)
+            spec = check_training_pipeline(job)
+            task_job = aiplatform_v1.CustomJob(
+                display_name=job.display_name,
+                job_spec=spec,
+                labels=dict(job.labels),
+                encryption_spec=job.encryption_spec,
+            )
+            self._check_runnable(location, task_job, PIPELINE_PATHS)
+            name = location.child(TRAINING_PIPELINES, str(next(self._job_ids)))
+            job.name = str(name)
+            self._composites.add_pipeline(SimulatedPipeline(name, job, task_job))
+            return aiplatform_v1.TrainingPipeline(job)
+
+    def get_training_pipeline(self, name: str) -> aiplatform_v1.TrainingPipeline:
+        """The pipeline as it is now."""
+        with self._lock:
+            self._catch_up()
+            return aiplatform_v1.TrainingPipeline(self._find_pipeline(name).job)
+
+    def list_training_pipelines(
+        self, parent: str, filter: str = "", page_size: int = 0, page_token: str = ""
+    ) -> aiplatform_v1.ListTrainingPipelinesResponse:
+        """Pipelines under `parent` matching `filter` (`state` takes PipelineState names),
+        newest first, one page at a time."""
+        with self._lock:
+            self._catch_up()
+            page, next_token = self._list_page(
+                parent,
+                [pipeline.job for pipeline in self._composites.pipelines.values()],
+                aiplatform_v1.PipelineState,
+                filter,
+                page_size,
+                page_token,
+            )
+            return aiplatform_v1.ListTrainingPipelinesResponse(
+                training_pipelines=[aiplatform_v1.TrainingPipeline(job) for job in page],
+                next_page_token=next_token,
+            )
+
+    def cancel_training_pipeline(self, name: str) -> None:
+        """Start cancelling a pipeline that has not ended (its training task is cancelled);
+        FAILED_PRECONDITION if it has."""
+        with self._lock:
+            self._catch_up()
+            self._cancel_composite(self._find_pipeline(name))
+
+    def delete_training_pipeline(self, name: str) -> operations_pb2.Operation:
+        """Delete an ended pipeline; returns the (already done) long-running operation."""
+        with self._lock:
+            self._catch_up()
+            return self._delete_composite(self._find_pipeline(name))
 
     def get_custom_job(self, name: str) -> aiplatform_v1.CustomJob:
         """The job as it is now."""
@@ -149,18 +299,21 @@ class Emulator:
     def list_custom_jobs(
         self, parent: str, filter: str = "", page_size: int = 0, page_token: str = ""
     ) -> aiplatform_v1.ListCustomJobsResponse:
-        """Jobs under `parent` matching `filter`, newest first, one page at a time."""
+        """Jobs under `parent` matching `filter`, newest first, one page at a time (the jobs a
+        tuning job or a pipeline runs are not listed)."""
         with self._lock:
             self._catch_up()
-            location = self._directory.parse_parent(parent)
-            predicate = parse_filter(filter)
-            selected = [
-                simulated.job
-                for simulated in self._simulation.jobs.values()
-                if simulated.name.parent == location and predicate.matches(simulated.job)
-            ]
-            page, next_token = paginate(
-                selected, _newest_first, f"{location}|{filter}", page_size, page_token
+            page, next_token = self._list_page(
+                parent,
+                [
+                    simulated.job
+                    for simulated in self._simulation.jobs.values()
+                    if simulated.owner is None
+                ],
+                aiplatform_v1.JobState,
+                filter,
+                page_size,
+                page_token,
             )
             return aiplatform_v1.ListCustomJobsResponse(
                 custom_jobs=[aiplatform_v1.CustomJob(job) for job in page],
@@ -252,6 +405,7 @@ class Emulator:
         """Everything the simulation holds, JSON-friendly (for the admin API and debugging)."""
         with self._lock:
             self._catch_up()
+            jobs = sorted(self._simulation.jobs.values(), key=lambda job: _newest_first(job.job))
             return {
                 "now": self._simulation.now.isoformat(),
                 "time_scale": self.clock.time_scale,
@@ -261,10 +415,22 @@ class Emulator:
                 "spot": dataclasses.asdict(self._simulation.spot),
                 "refusals": self._describe_refusals(),
                 "queues": self._simulation.queues(),
-                "jobs": [
-                    _describe_job(simulated)
-                    for simulated in sorted(
-                        self._simulation.jobs.values(), key=lambda job: _newest_first(job.job)
+                "jobs": [_describe_job(simulated) for simulated in jobs if simulated.owner is None],
+                # The trial jobs and training tasks: not CustomJobs a client sees.
+                "owned_jobs": [
+                    _describe_job(simulated) for simulated in jobs if simulated.owner is not None
+                ],
+                "hyperparameter_tuning_jobs": [
+                    self._composites.describe(sweep)
+                    for sweep in sorted(
+                        self._composites.sweeps.values(), key=lambda sweep: _newest_first(sweep.job)
+                    )
+                ],
+                "training_pipelines": [
+                    self._composites.describe(pipeline)
+                    for pipeline in sorted(
+                        self._composites.pipelines.values(),
+                        key=lambda pipeline: _newest_first(pipeline.job),
                     )
                 ],
                 "persistent_resources": [
@@ -463,6 +629,9 @@ class Emulator:
             reservations=self._reservations,
             spot=config.spot,
         )
+        self._composites = Composites(
+            self._simulation, self._logs, self._owned_job, lambda: next(self._job_ids)
+        )
         for resource in config.parsed_persistent_resources():
             self._store_persistent_resource(resource)
 
@@ -506,9 +675,111 @@ class Emulator:
     def _find_job(self, name: str) -> SimulatedJob:
         canonical = str(self._directory.parse_resource(name, CUSTOM_JOBS))
         simulated = self._simulation.jobs.get(canonical)
-        if simulated is None:
+        if simulated is None or simulated.owner is not None:
             raise not_found(f"CustomJob {canonical} does not exist.")
         return simulated
+
+    def _find_sweep(self, name: str) -> SimulatedSweep:
+        canonical = str(self._directory.parse_resource(name, HYPERPARAMETER_TUNING_JOBS))
+        sweep = self._composites.sweeps.get(canonical)
+        if sweep is None:
+            raise not_found(f"HyperparameterTuningJob {canonical} does not exist.")
+        return sweep
+
+    def _find_pipeline(self, name: str) -> SimulatedPipeline:
+        canonical = str(self._directory.parse_resource(name, TRAINING_PIPELINES))
+        pipeline = self._composites.pipelines.get(canonical)
+        if pipeline is None:
+            raise not_found(f"TrainingPipeline {canonical} does not exist.")
+        return pipeline
+
+    def _cancel_composite(self, composite: Composite) -> None:
+        state = composite.job_state
+        if state in TERMINAL_STATES:
+            raise failed_precondition(
+                f"Cannot cancel {_resource_type(composite)} {composite.key}: it is already in "
+                f"the terminal state {type(composite.job.state)(composite.job.state).name}."
+            )
+        self._composites.cancel(composite)
+
+    def _delete_composite(self, composite: Composite) -> operations_pb2.Operation:
+        if composite.job_state not in TERMINAL_STATES:
+            raise failed_precondition(
+                f"Cannot delete {_resource_type(composite)} {composite.key} in state "
+                f"{type(composite.job.state)(composite.job.state).name}: only one in a terminal "
+                f"state can be deleted; cancel it first."
+            )
+        self._composites.remove(composite)
+        operation = self._done_delete_operation(composite.key)
+        self._operations[operation.name] = operation
+        return _copy_operation(operation)
+
+    def _list_page(
+        self,
+        parent: str,
+        jobs: list[Any],
+        states: type[proto.Enum],
+        filter: str,
+        page_size: int,
+        page_token: str,
+    ) -> tuple[list[Any], str]:
+        location = self._directory.parse_parent(parent)
+        predicate = parse_filter(filter, states)
+        prefix = f"{location}/"
+        selected = [job for job in jobs if job.name.startswith(prefix) and predicate.matches(job)]
+        return paginate(selected, _newest_first, f"{location}|{filter}", page_size, page_token)
+
+    def _check_runnable(
+        self, location: LocationName, job: aiplatform_v1.CustomJob, paths: JobFieldPaths
+    ) -> None:
+        """The create-time checks of the job that will run (`paths`: where it sits in the
+        request), and the quota refusal."""
+        check_new_job(
+            job,
+            self._persistent_resource_name(location, job),
+            self._resources.get,
+            region=location.location,
+            lookup_reservation=self._reservations.get,
+            offered_accelerators=self._refusals.offered_accelerators,
+            paths=paths,
+        )
+        self._refuse_over_quota(job, location.location)
+
+    def _simulated_job(
+        self,
+        name: ResourceName,
+        job: aiplatform_v1.CustomJob,
+        job_kind: str,
+        trial: int | None,
+    ) -> SimulatedJob:
+        """A checked job, named `name`, ready to submit: what it needs and how it will end."""
+        job.name = str(name)
+        resource_name = self._persistent_resource_name(name.parent, job)
+        placement = placement_of(job)
+        return SimulatedJob(
+            name=name,
+            job=job,
+            placement=placement,
+            outcome=self._outcome_rules.choose(job, placement, job_kind, trial),
+            gpu_demand=gpu_demand(job),
+            persistent_resource=resource_name,
+            pool_demand=self._pool_demand(job, resource_name),
+            max_wait_seconds=_max_wait_seconds(job) if placement == Placement.FLEX_START else None,
+            quota_kind=quota_kind_of(job),
+            reservation_request=reservation_request_of(job),
+        )
+
+    def _owned_job(
+        self,
+        owner: ResourceName,
+        prototype: aiplatform_v1.CustomJob,
+        job_kind: str,
+        trial: int | None,
+    ) -> SimulatedJob:
+        # A trial's or a training task's job: a fresh CustomJob under the owner's location,
+        # its id from the same counter (ids are unique across kinds).
+        name = owner.parent.child(CUSTOM_JOBS, str(next(self._job_ids)))
+        return self._simulated_job(name, aiplatform_v1.CustomJob(prototype), job_kind, trial)
 
     def _persistent_resource_name(
         self, location: LocationName, job: aiplatform_v1.CustomJob
@@ -546,7 +817,8 @@ def _max_wait_seconds(job: aiplatform_v1.CustomJob) -> float | None:
     return seconds or None
 
 
-def _newest_first(job: aiplatform_v1.CustomJob) -> SortKey:
+def _newest_first(job: Any) -> SortKey:
+    # Any kind of job: every one has a create_time and a numeric id.
     micros = (job.create_time - _EPOCH) // timedelta(microseconds=1)
     return (-micros, -int(job.name.rsplit("/", 1)[-1]))
 
@@ -571,4 +843,11 @@ def _describe_job(simulated: SimulatedJob) -> dict[str, Any]:
         "pool_replicas": simulated.pool_demand,
         "outcome": simulated.outcome.to_dict(),
         "labels": dict(simulated.job.labels),
+        "owner": simulated.owner,
     }
+
+
+def _resource_type(composite: Composite) -> str:
+    return (
+        "HyperparameterTuningJob" if isinstance(composite, SimulatedSweep) else "TrainingPipeline"
+    )

@@ -27,6 +27,7 @@ from vertex_ai_emulator.messages import MessageClass, rfc3339, to_rest_dict
 from vertex_ai_emulator.requestlog import RequestLog, RequestRecord
 
 JOB_SERVICE = "google.cloud.aiplatform.v1.JobService"
+PIPELINE_SERVICE = "google.cloud.aiplatform.v1.PipelineService"
 PERSISTENT_RESOURCE_SERVICE = "google.cloud.aiplatform.v1.PersistentResourceService"
 OPERATIONS_SERVICE = "google.longrunning.Operations"
 # Compute Engine's reservations.get, served over REST only (rest.py), as the compute_v1 client
@@ -49,6 +50,16 @@ class RpcMethod:
 
 def _cancel_custom_job(emulator: Emulator, request: Any) -> empty_pb2.Empty:
     emulator.cancel_custom_job(request.name)
+    return empty_pb2.Empty()
+
+
+def _cancel_hyperparameter_tuning_job(emulator: Emulator, request: Any) -> empty_pb2.Empty:
+    emulator.cancel_hyperparameter_tuning_job(request.name)
+    return empty_pb2.Empty()
+
+
+def _cancel_training_pipeline(emulator: Emulator, request: Any) -> empty_pb2.Empty:
+    emulator.cancel_training_pipeline(request.name)
     return empty_pb2.Empty()
 
 
@@ -87,6 +98,80 @@ RPC_METHODS: dict[str, RpcMethod] = {
         aiplatform_v1.DeleteCustomJobRequest,
         operations_pb2.Operation,
         lambda emulator, request: emulator.delete_custom_job(request.name),
+    ),
+    "CreateHyperparameterTuningJob": RpcMethod(
+        JOB_SERVICE,
+        aiplatform_v1.CreateHyperparameterTuningJobRequest,
+        aiplatform_v1.HyperparameterTuningJob,
+        lambda emulator, request: emulator.create_hyperparameter_tuning_job(
+            request.parent, request.hyperparameter_tuning_job
+        ),
+    ),
+    "GetHyperparameterTuningJob": RpcMethod(
+        JOB_SERVICE,
+        aiplatform_v1.GetHyperparameterTuningJobRequest,
+        aiplatform_v1.HyperparameterTuningJob,
+        lambda emulator, request: emulator.get_hyperparameter_tuning_job(request.name),
+    ),
+    "ListHyperparameterTuningJobs": RpcMethod(
+        JOB_SERVICE,
+        aiplatform_v1.ListHyperparameterTuningJobsRequest,
+        aiplatform_v1.ListHyperparameterTuningJobsResponse,
+        lambda emulator, request: emulator.list_hyperparameter_tuning_jobs(
+            request.parent,
+            filter=request.filter,
+            page_size=request.page_size,
+            page_token=request.page_token,
+        ),
+    ),
+    "CancelHyperparameterTuningJob": RpcMethod(
+        JOB_SERVICE,
+        aiplatform_v1.CancelHyperparameterTuningJobRequest,
+        empty_pb2.Empty,
+        _cancel_hyperparameter_tuning_job,
+    ),
+    "DeleteHyperparameterTuningJob": RpcMethod(
+        JOB_SERVICE,
+        aiplatform_v1.DeleteHyperparameterTuningJobRequest,
+        operations_pb2.Operation,
+        lambda emulator, request: emulator.delete_hyperparameter_tuning_job(request.name),
+    ),
+    "CreateTrainingPipeline": RpcMethod(
+        PIPELINE_SERVICE,
+        aiplatform_v1.CreateTrainingPipelineRequest,
+        aiplatform_v1.TrainingPipeline,
+        lambda emulator, request: emulator.create_training_pipeline(
+            request.parent, request.training_pipeline
+        ),
+    ),
+    "GetTrainingPipeline": RpcMethod(
+        PIPELINE_SERVICE,
+        aiplatform_v1.GetTrainingPipelineRequest,
+        aiplatform_v1.TrainingPipeline,
+        lambda emulator, request: emulator.get_training_pipeline(request.name),
+    ),
+    "ListTrainingPipelines": RpcMethod(
+        PIPELINE_SERVICE,
+        aiplatform_v1.ListTrainingPipelinesRequest,
+        aiplatform_v1.ListTrainingPipelinesResponse,
+        lambda emulator, request: emulator.list_training_pipelines(
+            request.parent,
+            filter=request.filter,
+            page_size=request.page_size,
+            page_token=request.page_token,
+        ),
+    ),
+    "CancelTrainingPipeline": RpcMethod(
+        PIPELINE_SERVICE,
+        aiplatform_v1.CancelTrainingPipelineRequest,
+        empty_pb2.Empty,
+        _cancel_training_pipeline,
+    ),
+    "DeleteTrainingPipeline": RpcMethod(
+        PIPELINE_SERVICE,
+        aiplatform_v1.DeleteTrainingPipelineRequest,
+        operations_pb2.Operation,
+        lambda emulator, request: emulator.delete_training_pipeline(request.name),
     ),
     "GetPersistentResource": RpcMethod(
         PERSISTENT_RESOURCE_SERVICE,

@@ -1,7 +1,9 @@
-"""The `filter` of ListCustomJobs: the AIP-160 subset Vertex AI documents, parsed into a predicate.
+"""The `filter` of ListCustomJobs, ListHyperparameterTuningJobs and ListTrainingPipelines: the
+AIP-160 subset Vertex AI documents, parsed into a predicate.
 
 Fields: `display_name` (=, !=, and `:` which is a substring match, or a glob when the value holds
-`*`), `state` (=, != with a JobState name such as JOB_STATE_RUNNING), `create_time` and
+`*`), `state` (=, != with a JobState name such as JOB_STATE_RUNNING; a PipelineState name such as
+PIPELINE_STATE_RUNNING for training pipelines), `create_time` and
 `update_time` (=, !=, <, <=, >, >= with an RFC 3339 timestamp), `labels.KEY` (=, != a value;
 `labels.KEY:*` has the key; `labels.KEY:VALUE` equals; `labels:KEY` has the key). Values may be
 quoted ("..." or '...') or bare. Terms combine with AND (or plain juxtaposition), OR, NOT or a
@@ -18,6 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
+import proto
 from google.cloud import aiplatform_v1
 
 from vertex_ai_emulator.errors import EmulatorError, invalid_argument
@@ -28,6 +31,10 @@ HAS_OPERATOR = ":"
 SUPPORTED_FIELDS = "display_name, state, create_time, update_time, labels.KEY"
 TIMESTAMP_FIELDS = frozenset({"create_time", "update_time"})
 KEYWORDS = frozenset({"AND", "OR", "NOT"})
+# What the three List methods list; the fields a filter reads have the same names on each.
+ListedJob = (
+    aiplatform_v1.CustomJob | aiplatform_v1.HyperparameterTuningJob | aiplatform_v1.TrainingPipeline
+)
 
 _COMPARISONS: dict[str, Callable[[object, object], bool]] = {
     "=": lambda left, right: left == right,
@@ -47,14 +54,14 @@ _QUOTED_VALUE = re.compile(r"\"((?:[^\"\\]|\\.)*)\"|'((?:[^'\\]|\\.)*)'")
 class JobPredicate(Protocol):
     """A parsed filter: tells whether a job is selected."""
 
-    def matches(self, job: aiplatform_v1.CustomJob) -> bool: ...
+    def matches(self, job: ListedJob) -> bool: ...
 
 
 @dataclass(frozen=True)
 class MatchAll:
     """The empty filter."""
 
-    def matches(self, job: aiplatform_v1.CustomJob) -> bool:
+    def matches(self, job: ListedJob) -> bool:
         return True
 
 
@@ -62,7 +69,7 @@ class MatchAll:
 class AllOf:
     terms: tuple[JobPredicate, ...]
 
-    def matches(self, job: aiplatform_v1.CustomJob) -> bool:
+    def matches(self, job: ListedJob) -> bool:
         return all(term.matches(job) for term in self.terms)
 
 
@@ -70,7 +77,7 @@ class AllOf:
 class AnyOf:
     terms: tuple[JobPredicate, ...]
 
-    def matches(self, job: aiplatform_v1.CustomJob) -> bool:
+    def matches(self, job: ListedJob) -> bool:
         return any(term.matches(job) for term in self.terms)
 
 
@@ -78,7 +85,7 @@ class AnyOf:
 class Negation:
     term: JobPredicate
 
-    def matches(self, job: aiplatform_v1.CustomJob) -> bool:
+    def matches(self, job: ListedJob) -> bool:
         return not self.term.matches(job)
 
 
@@ -89,10 +96,10 @@ class FieldTest:
     field: str
     operator: str
     value: object
-    read: Callable[[aiplatform_v1.CustomJob], object]
+    read: Callable[[ListedJob], object]
     test: Callable[[object, object], bool]
 
-    def matches(self, job: aiplatform_v1.CustomJob) -> bool:
+    def matches(self, job: ListedJob) -> bool:
         actual = self.read(job)
         if actual is None:
             # A missing timestamp or label compares unequal to everything.
@@ -100,12 +107,12 @@ class FieldTest:
         return self.test(actual, self.value)
 
 
-def parse_filter(text: str) -> JobPredicate:
-    """Parse a ListCustomJobs filter; raises EmulatorError(INVALID_ARGUMENT) saying what is
-    wrong."""
+def parse_filter(text: str, states: type[proto.Enum] = aiplatform_v1.JobState) -> JobPredicate:
+    """Parse a list filter whose `state` values are names of `states` (JobState; PipelineState
+    for training pipelines); raises EmulatorError(INVALID_ARGUMENT) saying what is wrong."""
     if not text.strip():
         return MatchAll()
-    parser = _Parser(text)
+    parser = _Parser(text, states)
     predicate = parser.parse()
     return predicate
 
@@ -113,9 +120,10 @@ def parse_filter(text: str) -> JobPredicate:
 class _Parser:
     """Recursive descent over the filter text (no separate token list: values need context)."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, states: type[proto.Enum]) -> None:
         self.text = text
         self.position = 0
+        self.states = states
 
     def parse(self) -> JobPredicate:
         predicate = self._conjunction()
@@ -173,7 +181,7 @@ class _Parser:
         self.position = operator_match.end()
         self._skip_spaces()
         value = self._value(field)
-        return _field_test(field, operator, value)
+        return _field_test(field, operator, value, self.states)
 
     def _value(self, field: str) -> str:
         quoted = _QUOTED_VALUE.match(self.text, self.position)
@@ -211,11 +219,11 @@ class _Parser:
         return invalid_argument(f'Invalid filter "{self.text}": {problem}.')
 
 
-def _field_test(field: str, operator: str, value: str) -> FieldTest:
+def _field_test(field: str, operator: str, value: str, states: type[proto.Enum]) -> FieldTest:
     if field == "display_name":
         return _display_name_test(operator, value)
     if field == "state":
-        return _state_test(operator, value)
+        return _state_test(operator, value, states)
     if field in TIMESTAMP_FIELDS:
         return _timestamp_test(field, operator, value)
     if field == "labels":
@@ -252,19 +260,19 @@ def _display_name_test(operator: str, value: str) -> FieldTest:
     )
 
 
-def _state_test(operator: str, value: str) -> FieldTest:
+def _state_test(operator: str, value: str, states: type[proto.Enum]) -> FieldTest:
     _require_operator("state", operator, EQUALITY_OPERATORS)
-    if value not in aiplatform_v1.JobState.__members__:
+    if value not in states.__members__:
+        if states is aiplatform_v1.PipelineState:
+            what, example = "pipeline state", "PIPELINE_STATE_RUNNING"
+        else:
+            what, example = "job state", "JOB_STATE_RUNNING"
         raise invalid_argument(
-            f'Invalid filter: "{value}" is not a job state (use a name such as JOB_STATE_RUNNING).'
+            f'Invalid filter: "{value}" is not a {what} (use a name such as {example}).'
         )
-    wanted = aiplatform_v1.JobState[value]
+    wanted = states[value]
     return FieldTest(
-        "state",
-        operator,
-        wanted,
-        lambda job: aiplatform_v1.JobState(job.state),
-        _COMPARISONS[operator],
+        "state", operator, wanted, lambda job: states(job.state), _COMPARISONS[operator]
     )
 
 
@@ -282,7 +290,7 @@ def _timestamp_test(field: str, operator: str, value: str) -> FieldTest:
             f'Invalid filter: timestamp "{value}" for field "{field}" needs a time zone (e.g. "Z").'
         )
 
-    def read(job: aiplatform_v1.CustomJob) -> object:
+    def read(job: ListedJob) -> object:
         return getattr(job, field) or None
 
     return FieldTest(field, operator, wanted, read, _COMPARISONS[operator])

@@ -1,4 +1,5 @@
-"""The gRPC face of the emulator: JobService, PersistentResourceService and Operations.
+"""The gRPC face of the emulator: JobService, PipelineService, PersistentResourceService and
+Operations.
 
 One generic handler per service, built from the method table in `dispatch`, with the proto-plus
 types' own `serialize`/`deserialize`. Methods the emulator does not serve are answered

@@ -15,6 +15,9 @@ from dataclasses import dataclass
 from vertex_ai_emulator.errors import invalid_argument
 
 CUSTOM_JOBS = "customJobs"
+HYPERPARAMETER_TUNING_JOBS = "hyperparameterTuningJobs"
+TRAINING_PIPELINES = "trainingPipelines"
+MODELS = "models"  # where a training pipeline uploads its model
 PERSISTENT_RESOURCES = "persistentResources"
 OPERATIONS = "operations"
 

@@ -10,10 +10,19 @@ Rule shape (snake_case keys; a list under `outcome_rules:` in config, or one dic
     labels: {team: vision}      # the job's labels include all of these
     display_name: "^resnet-"    # regular expression searched in the job's display_name
     placement: flex_start       # flex_start | persistent_resource | spot | reservation | on_demand
+    job_kind: hyperparameter_tuning_job  # the kind the client created: custom_job |
+                                # hyperparameter_tuning_job (its trials) | training_pipeline
+                                # (its training task)
+    trials: [3, 7, 12]          # only these trials (numbered from 1) of a tuning job
     result: user_error          # succeeded (default) | user_error | internal_error | stockout
     duration: 30m               # time RUNNING before it ends ("90s", "30m", "2h", or seconds)
     exit_code: 137              # the exit status a user_error reports (default 1)
     times: 1                    # applies to the next N matching jobs only (default: forever)
+
+Outcomes apply to the jobs that RUN: a CustomJob, each trial of a HyperparameterTuningJob (a trial
+job carries the tuning job's labels and display name), the training task of a TrainingPipeline
+(the pipeline's labels and display name). So `{trials: [3, 7, 12], result: user_error}` makes 3 of
+a sweep's trials fail, and `{labels: {vd-run: r1}, result: user_error, times: 3}` its first 3.
 
 `default_outcome` in config has the shape of a rule without the matching keys
 (default: succeeded after 10 minutes). A `stockout` job never runs: it fails with code 8 at the
@@ -37,7 +46,8 @@ from vertex_ai_emulator.placement import Placement
 DEFAULT_DURATION_SECONDS = 600.0
 DEFAULT_EXIT_CODE = 1
 
-MATCH_KEYS = frozenset({"labels", "display_name", "placement"})
+MATCH_KEYS = frozenset({"labels", "display_name", "placement", "job_kind", "trials"})
+JOB_KINDS = frozenset({"custom_job", "hyperparameter_tuning_job", "training_pipeline"})
 OUTCOME_KEYS = frozenset({"result", "duration", "exit_code"})
 RULE_KEYS = MATCH_KEYS | OUTCOME_KEYS | {"times"}
 
@@ -97,6 +107,8 @@ class OutcomeRule:
     display_name: re.Pattern[str] | None = None
     placement: Placement | None = None
     times: int | None = None
+    job_kind: str | None = None  # one of JOB_KINDS
+    trials: frozenset[int] | None = None  # trial numbers of a tuning job
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any], where: str = "outcome_rule") -> OutcomeRule:
@@ -111,14 +123,25 @@ class OutcomeRule:
             display_name=_parse_pattern(raw.get("display_name"), where),
             placement=_parse_placement(raw.get("placement"), where),
             times=_parse_times(raw.get("times"), where),
+            job_kind=_parse_job_kind(raw.get("job_kind"), where),
+            trials=_parse_trials(raw.get("trials"), where),
         )
 
-    def matches(self, job: aiplatform_v1.CustomJob, placement: Placement) -> bool:
-        """Whether every condition the rule sets holds for `job`."""
+    def matches(
+        self,
+        job: aiplatform_v1.CustomJob,
+        placement: Placement,
+        job_kind: str = "custom_job",
+        trial: int | None = None,
+    ) -> bool:
+        """Whether every condition the rule sets holds for `job`, which runs for a resource of
+        `job_kind` (as trial number `trial` of a tuning job)."""
         return (
             all(job.labels.get(key) == value for key, value in self.labels.items())
             and (self.display_name is None or bool(self.display_name.search(job.display_name)))
             and (self.placement is None or self.placement == placement)
+            and (self.job_kind is None or self.job_kind == job_kind)
+            and (self.trials is None or (trial is not None and trial in self.trials))
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -132,6 +155,10 @@ class OutcomeRule:
             described["placement"] = self.placement.value
         if self.times is not None:
             described["times"] = self.times
+        if self.job_kind is not None:
+            described["job_kind"] = self.job_kind
+        if self.trials is not None:
+            described["trials"] = sorted(self.trials)
         return described
 
 
@@ -150,11 +177,17 @@ class OutcomeRules:
         """Drop every rule; jobs then get the default outcome."""
         self._rules.clear()
 
-    def choose(self, job: aiplatform_v1.CustomJob, placement: Placement) -> Outcome:
+    def choose(
+        self,
+        job: aiplatform_v1.CustomJob,
+        placement: Placement,
+        job_kind: str = "custom_job",
+        trial: int | None = None,
+    ) -> Outcome:
         """The outcome of the first matching rule (spending one of its `times`), else the
         default."""
         for index, rule in enumerate(self._rules):
-            if rule.matches(job, placement):
+            if rule.matches(job, placement, job_kind, trial):
                 if rule.times is not None:
                     self._spend(index, rule)
                 return rule.outcome
@@ -213,3 +246,27 @@ def _parse_times(raw: Any, where: str) -> int | None:
     if isinstance(raw, bool) or not isinstance(raw, int) or raw < 1:
         raise ConfigError(f"{where}.times: must be a positive integer, got {raw!r}")
     return raw
+
+
+def _parse_job_kind(raw: Any, where: str) -> str | None:
+    if raw is None:
+        return None
+    if raw not in JOB_KINDS:
+        raise ConfigError(f"{where}.job_kind: {raw!r} is not one of {', '.join(sorted(JOB_KINDS))}")
+    return str(raw)
+
+
+def _parse_trials(raw: Any, where: str) -> frozenset[int] | None:
+    if raw is None:
+        return None
+    numbers = [raw] if isinstance(raw, int) and not isinstance(raw, bool) else raw
+    if (
+        not isinstance(numbers, list)
+        or not numbers
+        or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in numbers)
+    ):
+        raise ConfigError(
+            f"{where}.trials: must be a trial number (1, 2, ...) or a non-empty list of them, "
+            f"got {raw!r}"
+        )
+    return frozenset(numbers)

@@ -27,6 +27,8 @@ from vertex_ai_emulator.messages import MessageClass, as_protobuf, from_rest_dic
 
 _LOCATION = r"projects/[^/:]+/locations/[^/:]+"
 _CUSTOM_JOB = rf"{_LOCATION}/customJobs/[^/:]+"
+_TUNING_JOB = rf"{_LOCATION}/hyperparameterTuningJobs/[^/:]+"
+_PIPELINE = rf"{_LOCATION}/trainingPipelines/[^/:]+"
 _PERSISTENT_RESOURCE = rf"{_LOCATION}/persistentResources/[^/:]+"
 # Operations are named under their resource (delete answers `.../customJobs/ID/operations/N`) or
 # under the location; GetOperation accepts both.
@@ -82,6 +84,8 @@ def _route(
 # (request field, pattern of the resource name bound to it)
 _PARENT = ("parent", _LOCATION)
 _JOB_NAME = ("name", _CUSTOM_JOB)
+_TUNING_JOB_NAME = ("name", _TUNING_JOB)
+_PIPELINE_NAME = ("name", _PIPELINE)
 _RESOURCE_NAME = ("name", _PERSISTENT_RESOURCE)
 _OPERATION_NAME = ("name", _OPERATION)
 
@@ -91,6 +95,28 @@ ROUTES: tuple[RestRoute, ...] = (
     _route("GET", _JOB_NAME, "", "GetCustomJob"),
     _route("DELETE", _JOB_NAME, "", "DeleteCustomJob"),
     _route("POST", _JOB_NAME, ":cancel", "CancelCustomJob", body_field="*"),
+    _route(
+        "POST",
+        _PARENT,
+        "/hyperparameterTuningJobs",
+        "CreateHyperparameterTuningJob",
+        body_field="hyperparameter_tuning_job",
+    ),
+    _route("GET", _PARENT, "/hyperparameterTuningJobs", "ListHyperparameterTuningJobs"),
+    _route("GET", _TUNING_JOB_NAME, "", "GetHyperparameterTuningJob"),
+    _route("DELETE", _TUNING_JOB_NAME, "", "DeleteHyperparameterTuningJob"),
+    _route("POST", _TUNING_JOB_NAME, ":cancel", "CancelHyperparameterTuningJob", body_field="*"),
+    _route(
+        "POST",
+        _PARENT,
+        "/trainingPipelines",
+        "CreateTrainingPipeline",
+        body_field="training_pipeline",
+    ),
+    _route("GET", _PARENT, "/trainingPipelines", "ListTrainingPipelines"),
+    _route("GET", _PIPELINE_NAME, "", "GetTrainingPipeline"),
+    _route("DELETE", _PIPELINE_NAME, "", "DeleteTrainingPipeline"),
+    _route("POST", _PIPELINE_NAME, ":cancel", "CancelTrainingPipeline", body_field="*"),
     _route("GET", _PARENT, "/persistentResources", "ListPersistentResources"),
     _route("GET", _RESOURCE_NAME, "", "GetPersistentResource"),
     # The clients' operation mixins try the `/ui/` binding first; the real service serves both.

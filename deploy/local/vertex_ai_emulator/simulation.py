@@ -31,12 +31,17 @@ Lifecycle (create returns QUEUED; admission happens at the creation instant, on 
 - a FAILED job's `error` is set `timings.error_delay` after the end (0: with the state), as the
   real service sets it about a minute later; until then the job is FAILED with no error.
 A job holds its GPUs and quota (or pool replicas) from the start of PENDING until it ends.
+
+A job may be OWNED by a HyperparameterTuningJob (a trial) or a TrainingPipeline (its training
+task): it runs like any other, but writes no log lines of its own, and each of its state changes
+is passed to `on_owned_job_changed` (composites.py drives the owner from them).
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import IntEnum
@@ -126,6 +131,7 @@ class SimulatedJob:
     reservation_request: ReservationRequest | None = None  # its reservationAffinity, if any
     reservation: str | None = None  # the reservation whose VMs it holds (or lacked)
     stockout_error: status_pb2.Status | None = None  # replaces the stockout's default error
+    owner: str | None = None  # the tuning job / pipeline it runs for (never listed as a job)
 
     @property
     def key(self) -> str:
@@ -176,6 +182,8 @@ class Simulation:
         self._quota = quota or GpuQuota({})
         self._reservations = reservations or Reservations(ProjectDirectory({}), start)
         self.spot = spot or SpotSettings()  # read when a Spot job starts RUNNING
+        # Told of every state change of an owned job (after it is applied).
+        self.on_owned_job_changed: Callable[[SimulatedJob], None] | None = None
         self._events: list[Event] = []
         self._sequence = itertools.count()
         self._queues: dict[str, list[str]] = {}
@@ -209,8 +217,8 @@ class Simulation:
     def submit(self, simulated: SimulatedJob) -> None:
         """Add a new job: QUEUED now, admitted at this same instant on the next look."""
         simulated.job.create_time = self.now
-        self._set_state(simulated, JobState.JOB_STATE_QUEUED)
         self.jobs[simulated.key] = simulated
+        self._set_state(simulated, JobState.JOB_STATE_QUEUED)
         self._schedule(self.now, EventKind.ADMIT, simulated.key)
 
     def cancel(self, simulated: SimulatedJob) -> None:
@@ -490,6 +498,11 @@ class Simulation:
             job.start_time = self.now
         if state in TERMINAL_STATES:
             job.end_time = self.now
+        if simulated.owner is not None:
+            # Its owner writes the log lines, and moves on from here.
+            if self.on_owned_job_changed is not None:
+                self.on_owned_job_changed(simulated)
+            return
         pending = simulated.pending_error
         error = job.error.message or (pending.message if pending is not None else "")
         self.logs.state_changed(job, state, self.now, error)

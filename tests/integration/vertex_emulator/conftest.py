@@ -10,7 +10,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from emulator_test_support import TEST_CONFIG, TRANSPORTS, AdminApi, build_clients
+from emulator_test_support import (
+    TEST_CONFIG,
+    TRANSPORTS,
+    AdminApi,
+    build_clients,
+    build_pipeline_client,
+)
 from google.cloud import aiplatform_v1
 
 from vertex_ai_emulator.config import EmulatorConfig
@@ -62,3 +68,21 @@ def resource_client(
     transport: str, _clients: dict[str, tuple[Any, Any]], admin: AdminApi
 ) -> aiplatform_v1.PersistentResourceServiceClient:
     return _clients[transport][1]
+
+
+@pytest.fixture(scope="session")
+def _pipeline_clients(emulator_server: EmulatorServer) -> dict[str, Any]:
+    return {
+        transport: build_pipeline_client(
+            transport, emulator_server.rest_url, emulator_server.grpc_target
+        )
+        for transport in TRANSPORTS
+    }
+
+
+@pytest.fixture
+def pipeline_client(
+    transport: str, _pipeline_clients: dict[str, Any], admin: AdminApi
+) -> aiplatform_v1.PipelineServiceClient:
+    """A real PipelineServiceClient (REST or gRPC) talking to a freshly reset emulator."""
+    return _pipeline_clients[transport]

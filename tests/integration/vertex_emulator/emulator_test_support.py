@@ -14,6 +14,9 @@ from google.cloud.aiplatform_v1.services.job_service.transports import JobServic
 from google.cloud.aiplatform_v1.services.persistent_resource_service.transports import (
     PersistentResourceServiceGrpcTransport,
 )
+from google.cloud.aiplatform_v1.services.pipeline_service.transports import (
+    PipelineServiceGrpcTransport,
+)
 
 PROJECT = "local-project"
 PROJECT_NUMBER = "123456789012"
@@ -115,6 +118,21 @@ def build_clients(
         aiplatform_v1.PersistentResourceServiceClient(
             transport=PersistentResourceServiceGrpcTransport(channel=channel)
         ),
+    )
+
+
+def build_pipeline_client(
+    transport: str, rest_url: str, grpc_target: str
+) -> aiplatform_v1.PipelineServiceClient:
+    """A real PipelineServiceClient on `transport` ("rest" or "grpc"), pointed at an emulator."""
+    if transport == "rest":
+        return aiplatform_v1.PipelineServiceClient(
+            transport="rest",
+            client_options={"api_endpoint": rest_url},
+            credentials=AnonymousCredentials(),
+        )
+    return aiplatform_v1.PipelineServiceClient(
+        transport=PipelineServiceGrpcTransport(channel=grpc.insecure_channel(grpc_target))
     )
 
 
