@@ -80,7 +80,7 @@ def vertex_endpoint(region: str) -> VertexEndpoint:
 
 
 def job_service_client(region: str) -> aiplatform_v1.JobServiceClient:
-    """The Vertex AI JobService client (CustomJobs) of ``region``."""
+    """The Vertex AI JobService client (CustomJobs, HyperparameterTuningJobs) of ``region``."""
     endpoint = vertex_endpoint(region)
 
     def build() -> aiplatform_v1.JobServiceClient:
@@ -90,6 +90,20 @@ def job_service_client(region: str) -> aiplatform_v1.JobServiceClient:
         return _build_vertex_client(JobServiceClient, grpc_transport, endpoint)
 
     return _cached(("vertex-jobs", region, endpoint), build)
+
+
+def pipeline_service_client(region: str) -> aiplatform_v1.PipelineServiceClient:
+    """The Vertex AI PipelineService client (TrainingPipelines) of ``region``; built only when a
+    pipeline is first created or read, so a process of CustomJobs never loads the service."""
+    endpoint = vertex_endpoint(region)
+
+    def build() -> aiplatform_v1.PipelineServiceClient:
+        from shared.aiplatform import PipelineServiceClient
+
+        grpc_transport = PipelineServiceClient.get_transport_class("grpc")
+        return _build_vertex_client(PipelineServiceClient, grpc_transport, endpoint)
+
+    return _cached(("vertex-pipelines", region, endpoint), build)
 
 
 def persistent_resource_client(region: str) -> aiplatform_v1.PersistentResourceServiceClient:

@@ -12,8 +12,22 @@ where the job wrote its output. The message (data: UTF-8 JSON; attributes ``sche
       "template": "resnet-a100",
       "job_name": "projects/123456789012/locations/us-central1/customJobs/456",
       "output_directory": "gs://acme-models/resnet/r-0123456789abcdef01234567/",  # or null
-      "state": "JOB_STATE_SUCCEEDED"
+      "state": "JOB_STATE_SUCCEEDED",
+      "job_kind": "custom_job"  # or "hyperparameter_tuning_job", "training_pipeline"
     }
+
+The job's name is of its kind's collection (``.../hyperparameterTuningJobs/ID``,
+``.../trainingPipelines/ID``). A sweep's message adds what it found, and a pipeline's the model it
+uploaded (``shared.policy.job_views.result_of``, read from the job when the message is published)::
+
+    "best_trial": {"id": "7", "metrics": {"accuracy": 0.93},
+                   "parameters": {"learning_rate": 0.01, "optimizer": "adam"}},  # or null
+    "trials": {"succeeded": 17, "infeasible": 0}
+
+    "model": "projects/123456789012/locations/us-central1/models/789",  # or null
+    "model_version": "1"                                                # or null
+
+The schema stays ``vertex-dispatch.completion.v1``: keys are only ever added to it.
 """
 
 from __future__ import annotations
@@ -23,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from shared.adapters import clients
 from shared.model.errors import TransientError
+from shared.model.job_kinds import JobKind
 from shared.model.runs import COMPLETION_NOTICE
 
 if TYPE_CHECKING:
@@ -40,10 +55,21 @@ class CompletionNotSent(TransientError):
     """The completion message could not be published; it is published again later."""
 
 
-def completion_message(run: Run, attempt: Attempt) -> dict[str, Any]:
-    """The completion message for ``run``, whose ``attempt`` succeeded."""
+# The keys each kind's result adds to the message (``job_views.result_of``'s keys).
+RESULT_KEYS: dict[JobKind, tuple[str, ...]] = {
+    JobKind.CUSTOM_JOB: (),
+    JobKind.HYPERPARAMETER_TUNING_JOB: ("best_trial", "trials"),
+    JobKind.TRAINING_PIPELINE: ("model", "model_version"),
+}
+
+
+def completion_message(
+    run: Run, attempt: Attempt, result: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The completion message for ``run``, whose ``attempt`` succeeded; ``result`` is what the
+    job produced (``vertex.job_result``), its kind's keys null when it is None."""
     decision = attempt.decision or {}
-    return {
+    message: dict[str, Any] = {
         "schema": SCHEMA,
         "run_id": run.run_id,
         "run_key": run.run_key,
@@ -51,7 +77,11 @@ def completion_message(run: Run, attempt: Attempt) -> dict[str, Any]:
         "job_name": attempt.job_name,
         "output_directory": decision.get("output_directory"),
         "state": attempt.state,
+        "job_kind": attempt.job_kind.value,
     }
+    for key in RESULT_KEYS[attempt.job_kind]:
+        message[key] = (result or {}).get(key)
+    return message
 
 
 def publish_completion(

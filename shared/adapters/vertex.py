@@ -43,15 +43,28 @@ refused create has created nothing, so nothing is left to clean up.
 
 ``CreateCustomJob`` is never retried here (it takes no request id, so a blind retry can start a
 second job); reads and cancels, which are idempotent, are retried briefly on transient errors.
+
+Every kind of job a template makes (``shared.model.job_kinds``) goes through the kind-generic
+functions: ``create_job``, ``get_job``, ``list_jobs``, ``find_jobs_by_label``, ``cancel_job`` and
+``job_result``. They pick the service and the method by the message's type (a create) or the
+name's collection (everything else): CustomJobs and HyperparameterTuningJobs are JobService's,
+TrainingPipelines PipelineService's. What they return is the job's VIEW
+(``shared.policy.job_views.view_of``): a ``CustomJob`` carrying the job's own name, state, labels,
+times and the spec of what runs, so nothing past this module branches on the kind. Errors are
+translated the same way for every kind (a quota refusal of any create is ``QuotaExceeded``, a
+placement's refusal is read from the trial job spec / the training task). A CustomJob-only
+process never loads the tuning or pipeline protos: they are looked up only when a job of that
+kind is met.
 """
 
 from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import ClassVar
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import google.auth.exceptions
 import requests
@@ -67,6 +80,8 @@ from shared.model.errors import (
     PermanentError,
     PermissionMissing,
 )
+from shared.model.job_kinds import JobKind, kind_of_job_name
+from shared.policy.job_views import AnyJob, result_of, view_of
 
 CREATE_TIMEOUT_SECONDS = 60.0
 READ_TIMEOUT_SECONDS = 30.0
@@ -193,8 +208,21 @@ _PERMISSION_BY_METHOD: dict[str, str] = {
     "GetCustomJob": "aiplatform.customJobs.get",
     "ListCustomJobs": "aiplatform.customJobs.list",
     "CancelCustomJob": "aiplatform.customJobs.cancel",
+    "CreateHyperparameterTuningJob": "aiplatform.hyperparameterTuningJobs.create",
+    "GetHyperparameterTuningJob": "aiplatform.hyperparameterTuningJobs.get",
+    "ListHyperparameterTuningJobs": "aiplatform.hyperparameterTuningJobs.list",
+    "CancelHyperparameterTuningJob": "aiplatform.hyperparameterTuningJobs.cancel",
+    "CreateTrainingPipeline": "aiplatform.trainingPipelines.create",
+    "GetTrainingPipeline": "aiplatform.trainingPipelines.get",
+    "ListTrainingPipelines": "aiplatform.trainingPipelines.list",
+    "CancelTrainingPipeline": "aiplatform.trainingPipelines.cancel",
     "GetPersistentResource": "aiplatform.persistentResources.get",
 }
+# The creates: a quota refusal of one is a resource quota (permanent), of any other call a
+# request quota (``VertexThrottled``).
+_CREATE_METHODS = frozenset(
+    {"CreateCustomJob", "CreateHyperparameterTuningJob", "CreateTrainingPipeline"}
+)
 
 _NOT_OFFERED_MESSAGE = re.compile(
     r"(accelerator|machine) type \S+ is not supported in (location|region|zone)", re.IGNORECASE
@@ -275,19 +303,6 @@ def get_custom_job(name: str) -> aiplatform_v1.CustomJob:
         return client.get_custom_job(name=name, retry=_READ_RETRY, timeout=READ_TIMEOUT_SECONDS)
 
 
-def find_jobs_by_label(parent: str, key: str, value: str) -> list[aiplatform_v1.CustomJob]:
-    """Every job under ``parent`` whose label ``key`` equals ``value`` (e.g. one run's jobs)."""
-    for part, what in ((key, "label key"), (value, "label value")):
-        if not _LABEL_PART.match(part):
-            raise VertexRejected(
-                f"{what} {part!r} cannot be used in a ListCustomJobs filter: Vertex AI labels "
-                "are 1-63 characters of lowercase letters, digits, '_' and '-'; pass a label "
-                "as jobspec wrote it"
-            )
-    pages = list_custom_jobs(parent, filter=f'labels.{key}="{value}"')
-    return [job for page in pages for job in page]
-
-
 def list_custom_jobs(
     parent: str, filter: str = "", page_size: int = LIST_PAGE_SIZE
 ) -> Iterator[list[aiplatform_v1.CustomJob]]:
@@ -300,6 +315,172 @@ def list_custom_jobs(
         )
         for page in pager.pages:
             yield list(page.custom_jobs)
+
+
+@dataclass(frozen=True)
+class _KindCalls:
+    """How one kind of job is created, read, listed and cancelled: its service's client and the
+    client's methods, by name (the RPC name is ``method`` with the kind's resource type)."""
+
+    client: Callable[[str], Any]  # region -> the service's client
+    snake: str  # the resource in the client's method names: custom_job, training_pipeline, ...
+    listed: str  # the List response's repeated field: custom_jobs, ...
+
+    def rpc(self, verb: str, kind: JobKind) -> str:
+        """The RPC's name, e.g. ``ListHyperparameterTuningJobs``, for errors and permissions."""
+        return f"{verb}{kind.resource}{'s' if verb == 'List' else ''}"
+
+
+_CALLS: dict[JobKind, _KindCalls] = {
+    JobKind.CUSTOM_JOB: _KindCalls(clients.job_service_client, "custom_job", "custom_jobs"),
+    JobKind.HYPERPARAMETER_TUNING_JOB: _KindCalls(
+        clients.job_service_client, "hyperparameter_tuning_job", "hyperparameter_tuning_jobs"
+    ),
+    JobKind.TRAINING_PIPELINE: _KindCalls(
+        clients.pipeline_service_client, "training_pipeline", "training_pipelines"
+    ),
+}
+
+
+def create_job(parent: str, job: AnyJob) -> aiplatform_v1.CustomJob:
+    """Create ``job`` (a CustomJob, HyperparameterTuningJob or TrainingPipeline) under ``parent``
+    once, without retrying, and return the created job's view.
+
+    Errors as ``create_custom_job``'s; a placement's refusal is read against the job that runs
+    (the trial job spec, the training task): a persistent resource's refusal only when that job
+    names one."""
+    kind = kind_of_job(job)
+    if kind is JobKind.CUSTOM_JOB:
+        assert isinstance(job, aiplatform_v1.CustomJob)
+        return create_custom_job(parent, job)
+    calls = _CALLS[kind]
+    method = calls.rpc("Create", kind)
+    client = calls.client(region_of(parent))
+    create = getattr(client, f"create_{calls.snake}")
+    try:
+        with _translated_errors(method, parent):
+            created = create(
+                **{"parent": parent, calls.snake: job},
+                retry=None,
+                timeout=CREATE_TIMEOUT_SECONDS,
+            )
+    except VertexRejected as rejected:
+        cause = rejected.__cause__
+        if not isinstance(cause, api_exceptions.GoogleAPICallError):
+            raise
+        refused = _placement_refusal(
+            cause,
+            f"Vertex AI {method} on {parent}",
+            on_persistent_resource=bool(view_of(job).job_spec.persistent_resource_id),
+        )
+        if refused is None:
+            raise
+        raise refused from cause
+    return view_of(created)
+
+
+def kind_of_job(job: AnyJob) -> JobKind:
+    """The kind of a job message (by its type; the tuning and pipeline protos are looked up only
+    when the message is not a CustomJob, so a CustomJob never loads them)."""
+    if isinstance(job, aiplatform_v1.CustomJob):
+        return JobKind.CUSTOM_JOB
+    if isinstance(job, aiplatform_v1.HyperparameterTuningJob):
+        return JobKind.HYPERPARAMETER_TUNING_JOB
+    if isinstance(job, aiplatform_v1.TrainingPipeline):
+        return JobKind.TRAINING_PIPELINE
+    raise VertexRejected(
+        f"{type(job).__name__} is not a job Vertex AI dispatch creates: render a CustomJob, "
+        "HyperparameterTuningJob or TrainingPipeline"
+    )
+
+
+def get_job(name: str) -> aiplatform_v1.CustomJob:
+    """The view of the job named ``name``, of the kind its collection names; ``VertexNotFound``
+    when there is none."""
+    return view_of(_get_raw(name))
+
+
+def job_result(name: str) -> dict[str, Any] | None:
+    """What the job ``name`` produced (``job_views.result_of``: a sweep's best trial, a
+    pipeline's uploaded model), read now; None for a CustomJob, without a call."""
+    if _kind_of_name(name) is JobKind.CUSTOM_JOB:
+        return None
+    return result_of(_get_raw(name))
+
+
+def list_jobs(
+    parent: str, kind: JobKind, filter: str = "", page_size: int = LIST_PAGE_SIZE
+) -> Iterator[list[aiplatform_v1.CustomJob]]:
+    """The views of the jobs of ``kind`` under ``parent`` matching ``filter``, one list per page
+    (one List call each)."""
+    if kind is JobKind.CUSTOM_JOB:
+        yield from list_custom_jobs(parent, filter=filter, page_size=page_size)
+        return
+    calls = _CALLS[kind]
+    client = calls.client(region_of(parent))
+    request_type = getattr(aiplatform_v1, f"{calls.rpc('List', kind)}Request")
+    request = request_type(parent=parent, filter=filter, page_size=page_size)
+    with _translated_errors(calls.rpc("List", kind), parent):
+        pager = getattr(client, f"list_{calls.listed}")(
+            request=request, retry=_READ_RETRY, timeout=READ_TIMEOUT_SECONDS
+        )
+        for page in pager.pages:
+            yield [view_of(job) for job in getattr(page, calls.listed)]
+
+
+def find_jobs_by_label(
+    parent: str, key: str, value: str, kind: JobKind = JobKind.CUSTOM_JOB
+) -> list[aiplatform_v1.CustomJob]:
+    """The views of every job of ``kind`` under ``parent`` whose label ``key`` equals ``value``
+    (e.g. one run's jobs)."""
+    for part, what in ((key, "label key"), (value, "label value")):
+        if not _LABEL_PART.match(part):
+            raise VertexRejected(
+                f"{what} {part!r} cannot be used in a {_CALLS[kind].rpc('List', kind)} filter: "
+                "Vertex AI labels are 1-63 characters of lowercase letters, digits, '_' and "
+                "'-'; pass a label as jobspec wrote it"
+            )
+    pages = list_jobs(parent, kind, filter=f'labels.{key}="{value}"')
+    return [job for page in pages for job in page]
+
+
+def cancel_job(name: str) -> None:
+    """Ask Vertex AI to cancel the job ``name``, of the kind its collection names
+    (asynchronous: the job moves to CANCELLING)."""
+    kind = _kind_of_name(name)
+    if kind is JobKind.CUSTOM_JOB:
+        cancel_custom_job(name)
+        return
+    calls = _CALLS[kind]
+    client = calls.client(region_of(name))
+    with _translated_errors(calls.rpc("Cancel", kind), name):
+        getattr(client, f"cancel_{calls.snake}")(
+            name=name, retry=_READ_RETRY, timeout=READ_TIMEOUT_SECONDS
+        )
+
+
+def _get_raw(name: str) -> AnyJob:
+    kind = _kind_of_name(name)
+    if kind is JobKind.CUSTOM_JOB:
+        return get_custom_job(name)
+    calls = _CALLS[kind]
+    client = calls.client(region_of(name))
+    with _translated_errors(calls.rpc("Get", kind), name):
+        job: AnyJob = getattr(client, f"get_{calls.snake}")(
+            name=name, retry=_READ_RETRY, timeout=READ_TIMEOUT_SECONDS
+        )
+        return job
+
+
+def _kind_of_name(name: str) -> JobKind:
+    kind = kind_of_job_name(name)
+    if kind is None:
+        raise VertexRejected(
+            f"{name!r} is not the name of a Vertex AI training job: expected "
+            "projects/{project}/locations/{region}/{customJobs|hyperparameterTuningJobs|"
+            "trainingPipelines}/{id}"
+        )
+    return kind
 
 
 def get_persistent_resource(name: str) -> aiplatform_v1.PersistentResource | None:
@@ -396,7 +577,7 @@ def _translated(error: api_exceptions.GoogleAPICallError, method: str, resource:
             f"{what} was denied ({error.message}): the function's service account needs "
             f"{permission}; grant it {REQUIRED_ROLE} on the project"
         )
-    if method != "CreateCustomJob" or _is_rate_limit(error):
+    if method not in _CREATE_METHODS or _is_rate_limit(error):
         return VertexThrottled(f"{what} hit a request quota, try later: {error.message}")
     return QuotaExceeded(
         f"{what} exceeded a quota: {error.message}; ask for fewer or other accelerators, another "

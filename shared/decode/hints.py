@@ -4,7 +4,8 @@ Two shapes arrive on the job-events topic, both as Pub/Sub messagePublished Clou
 
 - **our job-state message**, published by the reconciler: attribute
   ``vertex_dispatch_kind=job_state``, body ``{"job_name": "projects/N/locations/R/customJobs/ID",
-  "observed_state": "JOB_STATE_FAILED"}``;
+  "observed_state": "JOB_STATE_FAILED"}``; the name may be of any kind of job a template makes
+  (``customJobs``, ``hyperparameterTuningJobs``, ``trainingPipelines``: ``JobHint.kind``);
 - **a Cloud Logging ``LogEntry``**, routed by a log sink whose filter is ``SINK_FILTER``: the
   body is the entry's JSON. The ``ml_job`` monitored resource names the job by ``labels.job_id``
   and ``labels.project_id``, and the task that wrote the line by ``labels.task_name``:
@@ -12,6 +13,7 @@ Two shapes arrive on the job-events topic, both as Pub/Sub messagePublished Clou
   the trainer's own output. It has no region label, so the region comes from
   ``labels.location``/``labels.region`` when present, else from the entry's
   ``compute.googleapis.com/zone`` label, else it is left open (the ledger's job name has it).
+  Nor does it say the job's kind: the ledger's attempt that records the id has the full name.
 
 The sink takes only ``service`` lines: a trainer may log thousands of lines, and each routed line
 is one invocation of the job-state function. What a service line can mean for the job's state is
@@ -42,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from shared.decode.events import KIND_ATTRIBUTE, MAX_BODY_BYTES, PUBSUB_PUBLISHED
 from shared.model.errors import MalformedEvent
+from shared.model.job_kinds import JobKind, kind_of_collection
 
 if TYPE_CHECKING:
     from cloudevents.abstract import CloudEvent
@@ -56,9 +59,10 @@ SINK_FILTER = f'resource.type="{ML_JOB_RESOURCE}" AND resource.labels.task_name=
 place it is written; tests/deploy/test_terraform_job_log_sink.py holds Terraform to it."""
 ZONE_LABEL = "compute.googleapis.com/zone"
 
+_COLLECTIONS = tuple(kind.collection for kind in JobKind)
 _JOB_NAME = re.compile(
     r"projects/(?P<project>[a-z0-9-]{1,30})/locations/(?P<region>[a-z][a-z0-9-]{1,62})"
-    r"/customJobs/(?P<job_id>[0-9]{1,30})"
+    rf"/(?P<collection>{'|'.join(_COLLECTIONS)})/(?P<job_id>[0-9]{{1,30}})"
 )
 _JOB_ID = re.compile(r"[0-9]{1,30}")
 _PROJECT = re.compile(r"[a-z0-9-]{1,30}")
@@ -144,15 +148,13 @@ class JobHint:
     task_name: str | None = None
     meaning: LineMeaning | None = None
     severity: str | None = None
+    # The kind of job a job-state message names; None for a log entry, which names only an id.
+    kind: JobKind | None = None
 
     @property
     def is_service_line(self) -> bool:
         """Whether this is a log entry Vertex AI wrote about the job (not the trainer's)."""
         return self.source is HintSource.LOG_ENTRY and self.task_name == SERVICE_TASK
-
-    def job_name(self, region: str) -> str:
-        """The job's resource name if it is in ``region``."""
-        return f"projects/{self.project}/locations/{region}/customJobs/{self.job_id}"
 
 
 def decode_hint(cloud_event: CloudEvent) -> JobHint:
@@ -189,9 +191,9 @@ def _job_state_hint(body: Mapping[str, Any]) -> JobHint:
     found = _JOB_NAME.fullmatch(job_name) if isinstance(job_name, str) else None
     if found is None:
         raise MalformedEvent(
-            "job-state message body.job_name must be a CustomJob name, "
-            "projects/PROJECT/locations/REGION/customJobs/ID (ID digits); got "
-            f"{_shown(job_name)}"
+            "job-state message body.job_name must be a job's name, "
+            "projects/PROJECT/locations/REGION/COLLECTION/ID with COLLECTION one of "
+            f"{', '.join(_COLLECTIONS)} (ID digits); got {_shown(job_name)}"
         )
     observed = body.get("observed_state")
     if observed is not None and not (isinstance(observed, str) and _STATE.fullmatch(observed)):
@@ -205,6 +207,7 @@ def _job_state_hint(body: Mapping[str, Any]) -> JobHint:
         region=found["region"],
         source=HintSource.JOB_STATE,
         observed_state=observed,
+        kind=kind_of_collection(found["collection"]),
     )
 
 

@@ -20,7 +20,11 @@ of a few regex matches. Routes are tried in config order; the first match wins.
 
 Parameters are built-ins of the trigger, then the route's ``params`` (patterns over the
 built-ins), then, for a job request, the body's ``params``, which may fill only what the template
-declares and nothing the route, the trigger or dispatch (``RENDER_FIELDS``) sets. Placeholders are
+declares and nothing the route, the trigger or dispatch (``RENDER_FIELDS``) sets. A request body
+that names a field of the job itself (``max_trials``, ``parameters``, ``metrics``, ``worker_pools``,
+``placement``, ... or their REST names: ``REQUEST_REFUSED_KEYS``) is refused, not ignored: its
+sender believes it changed the job, and it cannot (a route may still match on such a key with
+``body_field``). Placeholders are
 ``{name}`` only (``shared.config.placeholders``), filled in one pass: a value containing ``{x}`` is
 never expanded again.
 """
@@ -45,6 +49,7 @@ from shared.config.model import (
     Template,
 )
 from shared.config.placeholders import PLACEHOLDER, RENDER_FIELDS
+from shared.config.tuning import TUNING_KEYS
 from shared.model.errors import ConfigError, PermanentError
 from shared.model.runkeys import (
     dataset_run_key,
@@ -106,6 +111,18 @@ class RouteMatch:
 
 
 MAX_PARAM_VALUE_CHARS = 1024
+
+# Body keys that name a part of the job, which only the template sets: its keys, the sweep's and
+# the pipeline's, and the REST fields a user may think of. "template" and "params" are the only
+# keys a request acts with (docs/messages.md).
+REQUEST_REFUSED_KEYS = frozenset(
+    TUNING_KEYS
+    | {"hyperparameter_tuning", "training_pipeline", "trials", "model"}
+    | {"parameter", "metric", "hyperparameters", "study", "study_spec"}
+    | {"studySpec", "trialJobSpec", "maxTrialCount", "parallelTrialCount", "maxFailedTrialCount"}
+    | {"trainingTaskDefinition", "trainingTaskInputs", "modelToUpload"}
+)
+"""The body keys that would set a part of a sweep or a pipeline: refused, naming each."""
 
 _CONTROL_CHARACTER = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _GLOB_TOKEN = re.compile(r"\*\*/|\*\*|\*|\?|\[!?\]?[^\]]*\]")
@@ -287,6 +304,7 @@ def _body_field(body: Mapping[str, Any], dotted_path: str) -> object:
 
 def _request_match(pubsub_route: PubSubRoute, trigger: JobRequest, config: Config) -> RouteMatch:
     template = _requested_template(pubsub_route, trigger.body, config)
+    _refuse_job_fields(trigger.body, pubsub_route, template)
     run_key = request_run_key(trigger.message_id, trigger.idempotency_key)
     the_run_id = run_id(run_key)
     builtins = {"run_id": the_run_id, "message_id": trigger.message_id}
@@ -327,16 +345,41 @@ def _requested_template(
     return template
 
 
+def _refuse_job_fields(
+    body: Mapping[str, Any], pubsub_route: PubSubRoute, template: Template
+) -> None:
+    """A body key that names a part of a sweep or a pipeline is refused (a route may match on
+    it)."""
+    matched_on = (pubsub_route.body_field or "").split(".")[0]
+    named = sorted(key for key in body if key in REQUEST_REFUSED_KEYS and key != matched_on)
+    if named:
+        declared = ", ".join(template.params) or "none"
+        raise RequestRejected(
+            f"job request body.{named[0]}: a request may fill only the template's declared "
+            f"params (body.params; template {template.name!r} declares: {declared}); a "
+            "sweep's trials, parameters and metrics and a pipeline's model are the template's: "
+            "remove " + ", ".join(f"body.{key}" for key in named)
+        )
+
+
 def _requested_params(
     params: Mapping[str, object], template: Template, fixed: Mapping[str, str]
 ) -> dict[str, str]:
     accepted: dict[str, str] = {}
+    tuning = template.hyperparameter_tuning
+    tuned = {parameter.parameter_id for parameter in tuning.parameters} if tuning else set()
     for name, value in params.items():
         where = f"job request body.params.{name}"
         if name in fixed or name in RENDER_FIELDS:
             raise RequestRejected(
                 f"{where}: the route, the trigger or dispatch sets this parameter and a request "
                 "may not override it; remove it from the request"
+            )
+        if name in tuned and name not in template.params:
+            raise RequestRejected(
+                f"{where}: template {template.name!r} tunes this parameter: the sweep gives "
+                "each trial its own value and a request may not set it; remove it from the "
+                "request"
             )
         if name not in template.params:
             declared = ", ".join(template.params) or "none"

@@ -7,7 +7,13 @@ the reconciler on every tick, which redoes whatever a failed publish left undone
 - **alerts**: each decided attempt whose decision carries an alert, unless the run already sent
   an alert for that reason (``rejections.alert_once``: one alert per run and reason);
 - **completion**: a succeeded run whose completion message is not yet among its ``notices``,
-  when the config has a ``completions_topic``;
+  when the config has a ``completions_topic``; a sweep's or a pipeline's message carries what the
+  job produced (the best trial, the uploaded model), read from Vertex AI when it is published
+  (one read per published completion; a failed read fails that completion like a failed publish,
+  and the next pass reads again, except for a job Vertex AI no longer has: see ``_job_result``).
+  A caller that paces its Vertex AI calls (the reconciler's tick) passes ``VertexReads``: while
+  it makes no calls, the read is not made and the completion waits (still owed) for a pass that
+  may call;
 - **retry**: a run WAITING_RETRY whose ``next_retry.at`` has passed, published to the requests
   topic; then ``next_retry.at`` moves ``RETRY_REPUBLISH_AFTER`` ahead, so the next tick does not
   publish it again while the message waits its turn (the claim that follows clears
@@ -25,6 +31,7 @@ so the delivery is retried and the actions that succeeded are not repeated (the 
 from __future__ import annotations
 
 import dataclasses
+import enum
 import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -33,8 +40,10 @@ from shared.adapters import completions, retry_messages
 from shared.handlers.rejections import alert_once
 from shared.logs import log
 from shared.model.alerts import Severity
-from shared.model.errors import TransientError
+from shared.model.errors import PermanentError, PermissionMissing, TransientError
+from shared.model.job_kinds import JobKind
 from shared.model.runs import (
+    Attempt,
     Run,
     RunSnapshot,
     unpublished_completion,
@@ -65,21 +74,42 @@ class ActionsTaken:
     alerts: tuple[str, ...] = ()  # reasons sent now
     completion_published: bool = False
     retry_published: bool = False
+    completion_deferred: bool = False  # owed, but its result read waits for Vertex AI calls
 
 
-def ensure_actions(snapshot: RunSnapshot, services: Services) -> ActionsTaken:
+@dataclass
+class VertexReads:
+    """The Vertex AI reads one pass may make for completions, and what they met: the reconciler
+    pauses its calls after a throttle, and counts every call it makes (``ReconcileReport``)."""
+
+    allowed: bool = True  # False: make no call; a completion needing one waits, still owed
+    made: int = 0  # calls made (a refused call counts: it drew on the request quota)
+    throttled: bool = False  # a call was refused for a request quota (``VertexThrottled``)
+
+
+def ensure_actions(
+    snapshot: RunSnapshot, services: Services, *, vertex_reads: VertexReads | None = None
+) -> ActionsTaken:
     """Carry out what ``snapshot``'s run requires and has not had yet; see the module docstring.
 
-    Raises ``TransientError`` after trying every action if any of them failed transiently.
+    ``vertex_reads``: the caller's pacing of Vertex AI reads, updated with the calls made
+    (default: reads allowed, not reported). Raises ``TransientError`` after trying every action
+    if any of them failed transiently.
     """
     run = snapshot.run
+    reads = vertex_reads if vertex_reads is not None else VertexReads()
     failures: list[TransientError] = []
     alerts = _ensure_alerts(snapshot, services, failures)
-    completion = _ensure_completion(run, services, failures)
+    completion = _ensure_completion(run, services, reads, failures)
     retry = _ensure_retry(snapshot, services, failures)
     if failures:
         raise failures[0]
-    return ActionsTaken(alerts=alerts, completion_published=completion, retry_published=retry)
+    return ActionsTaken(
+        alerts=alerts,
+        completion_published=completion is _Completion.PUBLISHED,
+        retry_published=retry,
+        completion_deferred=completion is _Completion.DEFERRED,
+    )
 
 
 def _ensure_alerts(
@@ -117,19 +147,80 @@ def _decided_by(run: Run, reason: str) -> int:
     )
 
 
-def _ensure_completion(run: Run, services: Services, failures: list[TransientError]) -> bool:
+class _Completion(enum.Enum):
+    NONE = "none"  # none owed, or no topic
+    PUBLISHED = "published"
+    DEFERRED = "deferred"  # its result needs a Vertex AI read the caller does not allow now
+    FAILED = "failed"  # a transient failure, in ``failures``
+
+
+def _ensure_completion(
+    run: Run, services: Services, reads: VertexReads, failures: list[TransientError]
+) -> _Completion:
     topic = services.config.completions_topic
     succeeded = unpublished_completion(run)
     if topic is None or succeeded is None:
-        return False
+        return _Completion.NONE
+    reads_job = succeeded.job_kind is not JobKind.CUSTOM_JOB and succeeded.job_name is not None
+    if reads_job and not reads.allowed:
+        return _Completion.DEFERRED
     try:
-        completions.publish_completion(completions.completion_message(run, succeeded), topic)
+        result = _job_result(run, succeeded, reads) if reads_job else None
+        completions.publish_completion(
+            completions.completion_message(run, succeeded, result), topic
+        )
     except TransientError as error:
         failures.append(error)
-        return False
+        return _Completion.FAILED
     services.ledger.record_notice(run.run_id, completions.NOTICE)
     log(logger, logging.INFO, "completion published", labels=_labels(run), topic=topic)
-    return True
+    return _Completion.PUBLISHED
+
+
+def _job_result(run: Run, succeeded: Attempt, reads: VertexReads) -> dict[str, Any] | None:
+    """What the succeeded attempt's sweep or pipeline produced, read now (one call).
+
+    Only a job Vertex AI no longer has (``VertexNotFound``: deleted) gets its completion without
+    it, its result keys null, and a WARNING: there is nothing left to wait for. Any other failed
+    read raises ``TransientError``, so the completion is not published this time and the next
+    pass (the delivery's retry, the next reconcile tick) reads again: a permission denied (logged
+    ERROR, naming the permission: IAM grants and their propagation fix it in minutes), a throttle,
+    an outage. Publishing nulls then would lose a sweep's best trial for good."""
+    from shared.adapters import vertex  # a CustomJob-only process never needs the adapter here
+
+    job_name = succeeded.job_name
+    assert job_name is not None  # the caller reads only a recorded job
+    reads.made += 1
+    try:
+        return vertex.job_result(job_name)
+    except vertex.VertexNotFound as error:
+        log(
+            logger,
+            logging.WARNING,
+            "completion published without the job's result: Vertex AI no longer has the job",
+            labels=_labels(run),
+            job=job_name,
+            error=str(error),
+        )
+        return None
+    except vertex.VertexThrottled:
+        reads.throttled = True
+        raise
+    except PermanentError as error:
+        permission = isinstance(error, PermissionMissing)
+        log(
+            logger,
+            logging.ERROR,
+            "completion not published: the job's result cannot be read"
+            + ("; grant the permission the error names" if permission else ""),
+            labels=_labels(run),
+            job=job_name,
+            error=str(error),
+        )
+        raise TransientError(
+            f"reading the result of {job_name} for the completion of run {run.run_id} failed "
+            f"(published once it can be read): {error}"
+        ) from error
 
 
 def _ensure_retry(

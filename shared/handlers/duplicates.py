@@ -4,8 +4,8 @@ Which job an attempt keeps and which are duplicates is ``shared.policy.duplicate
 this is what the three places that find duplicates (dispatch's label lookup, the reconciler's
 listing, the job-state function) do about them, in one order, each step safe to repeat:
 
-1. cancel every duplicate (CancelCustomJob; a FAILED_PRECONDITION means it is ending or ended
-   already, which is what was wanted);
+1. cancel every duplicate (``vertex.cancel_job``, the Cancel call of its kind; a
+   FAILED_PRECONDITION means it is ending or ended already, which is what was wanted);
 2. alert ``duplicate_job`` once per run (``rejections.alert_once``: claimed in the ledger, given
    back if the publish fails), naming the kept job and the duplicates with their console pages;
 3. note the duplicates on the attempt (``Attempt.duplicate_jobs``). This comes last because it is
@@ -45,7 +45,7 @@ def settle(
     accepted = 0
     for name in found.cancel:
         try:
-            vertex.cancel_custom_job(name)
+            vertex.cancel_job(name)
             accepted += 1
         except vertex.VertexNotFound:
             pass  # deleted since it was seen: nothing left to cancel

@@ -16,8 +16,12 @@ is read (docs/architecture.md, "Events are hints, state is read"):
    attempt are dropped (``read_budget``), so no number of lines can cost more. Only then is the
    job read, once, by the exact name the ledger records; a RESOURCE_EXHAUSTED answer drops the
    hint too (``throttled``: the reconciler reads the state anyway, and a redelivery would meet
-   the same quota). The job's labels ``vd-run``/``vd-attempt`` name the run and the attempt (a
-   job without them is not ours: ignored);
+   the same quota). The job is read by its kind's Get (``vertex.get_job``: a CustomJob, a
+   HyperparameterTuningJob or a TrainingPipeline, as its CustomJob view, ``policy.job_views``).
+   The job's labels ``vd-run``/``vd-attempt`` name the run and the attempt (a job without them
+   is not ours: ignored), and it counts for the attempt only when its kind is the attempt's
+   (``policy.duplicates.counts_for``): a pipeline's backing CustomJob carrying the pipeline's
+   labels is ``OTHER_KIND``, neither the attempt's job nor a duplicate to cancel;
 3. read the run. A job of an attempt that records ANOTHER job is a duplicate
    (``policy.duplicates``): it is cancelled and alerted once (``handlers.duplicates.settle``),
    noted on the attempt, and its state is never the attempt's (``DUPLICATE``). A state the
@@ -90,6 +94,7 @@ class JobStateOutcome(enum.StrEnum):
     DECIDED = "decided"  # a terminal state of the last attempt: classified, decided, recorded
     DEFERRED = "deferred"  # FAILED, its error not set yet: recorded, decided on a later read
     DUPLICATE = "duplicate"  # a second job of an attempt that records another: cancelled
+    OTHER_KIND = "other_kind"  # labelled with an attempt of another kind: not its job, ignored
 
 
 @dataclass(frozen=True)
@@ -182,6 +187,7 @@ def record_job_state(
     """Record what ``job`` (as just read) means for its run; the run as recorded, when there is
     one, so that the caller ensures its actions (``apply_job_state`` does both)."""
     from shared.model.jobstates import is_terminal
+    from shared.policy.duplicates import counts_for
 
     run_id, attempt_number = _run_and_attempt(job)
     state = job.state.name
@@ -199,6 +205,19 @@ def record_job_state(
             attempt=attempt_number,
         )
         return JobStateResult(JobStateOutcome.UNKNOWN_RUN, run_id, job.name, state), None
+    if not counts_for(job.name, attempt.job_kind):
+        log(
+            logger,
+            logging.INFO,
+            "job of another kind than its attempt's ignored (a pipeline's own training job?)",
+            labels=_labels(snapshot),
+            job=job.name,
+            attempt=attempt_number,
+            attempt_kind=attempt.job_kind.value,
+        )
+        detail = f"attempt {attempt_number} makes a {attempt.job_kind.resource}"
+        result = JobStateResult(JobStateOutcome.OTHER_KIND, run_id, job.name, state, detail)
+        return result, None
     if attempt.job_name is not None and attempt.job_name != job.name:
         return _duplicate(job, snapshot, attempt, services)
     if _already_recorded(attempt, state):
@@ -247,6 +266,7 @@ def _duplicate(
         attempt.job_name,
         [FoundJob(job.name, job.create_time)],
         already=attempt.duplicate_jobs,
+        kind=attempt.job_kind,
     )
     if found is not None:
         _, _, snapshot = duplicates.settle(
@@ -329,11 +349,12 @@ def _refused(hint: JobHint, error: PermanentError) -> JobStateResult:
 
 
 def _read_job(job_name: str) -> aiplatform_v1.CustomJob | None:
-    """The job ``job_name`` as the ledger records it, read once; None when it does not exist."""
+    """The job ``job_name`` (of any kind, as its CustomJob view) as the ledger records it, read
+    once; None when it does not exist."""
     from shared.adapters import vertex
 
     try:
-        return vertex.get_custom_job(job_name)
+        return vertex.get_job(job_name)
     except vertex.VertexNotFound:
         return None
 

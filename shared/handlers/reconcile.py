@@ -1,6 +1,6 @@
 """The reconciler: each Cloud Scheduler tick, compare the ledger with Vertex AI and act on the gaps.
 
-Vertex AI publishes no event when a CustomJob changes state (docs/architecture.md, "Events are
+Vertex AI publishes no event when a job of any kind changes state (docs/architecture.md, "Events are
 hints, state is read"), so this tick is what guarantees that nothing is missed. It is a Kueue-style
 reconcile: read, compute what is owed, apply, and let the next tick repeat whatever did not happen.
 One tick:
@@ -10,9 +10,13 @@ One tick:
    the reconciler's state document, wrapping round to the oldest), so the runs read longest ago
    come first and every active run is read within ceil(active runs / reconcile_max_runs) ticks
    (``policy.reconcile_pace``);
-2. per parent (project and region) lists our jobs with ONE label-filtered ``ListCustomJobs`` per
-   page (``labels.vd-run:*`` and ``create_time`` bounds around the intents of the runs read),
-   never one Get per job, and stops paging as soon as every job it watches was seen;
+2. per parent (project and region) and kind of job it watches (``reconcile_plan.Listing``) lists
+   our jobs with ONE label-filtered List call per page (``ListCustomJobs``,
+   ``ListHyperparameterTuningJobs`` or ``ListTrainingPipelines``, through ``vertex.list_jobs``,
+   which returns each job's CustomJob view; ``labels.vd-run:*`` and ``create_time`` bounds around
+   the intents of the runs read), never one Get per job, and stops paging as soon as every job it
+   watches was seen: the calls grow with pages, not with jobs, and a kind no run of the page has
+   is never listed;
 3. plans, with the pure ``reconcile_plan.plan_tick``, what the ledger is owed:
 
    - a state change for every job whose state the ledger has not recorded, or whose terminal
@@ -34,13 +38,16 @@ One tick:
      says). An intent still without a job after ``STUCK_INTENT_ALERT_AFTER`` is alerted;
 
 4. applies the plan, each action isolated: a failing one is counted and retried next tick; a
-   ListCustomJobs or CancelCustomJob refused with RESOURCE_EXHAUSTED (``vertex.VertexThrottled``)
+   List or Cancel call refused with RESOURCE_EXHAUSTED (``vertex.VertexThrottled``)
    ends the tick's Vertex AI calls, and the next ticks make none for a pause that doubles per
    throttled tick in a row (1, 2, 4... minutes, at most 15), while their ledger work goes on;
 5. calls ``actions.ensure_actions`` on every run read, and on the ended runs whose decisions
    still owe an alert or a completion (the ledger's ``actions_owed`` flag): it publishes the
    retries whose backoff has passed and redoes any alert or completion a failed publish left
-   undone (no I/O when nothing is owed);
+   undone (no I/O when nothing is owed). A sweep's or a pipeline's completion reads the job's
+   result from Vertex AI (a Get): that read obeys the tick's pace like a List or a Cancel (not
+   made while the tick makes no Vertex AI calls: the completion stays owed for a later tick; a
+   throttled read throttles the tick) and counts in ``vertex_calls``;
 6. writes the reconciler's state once: the cursor at the last run read, and the backoff.
 
 Running two ticks at once is harmless: a state is recorded by compare-and-set (the loser of a
@@ -94,6 +101,7 @@ from shared.policy.duplicates import Duplicates
 from shared.policy.reconcile_pace import VertexPace, next_state, vertex_paused
 from shared.policy.reconcile_plan import (
     Listing,
+    ListingKey,
     OverdueWait,
     StateChange,
     StuckIntent,
@@ -141,20 +149,22 @@ class ReconcileReport:
     round_wrapped: bool = False  # the tick reached the newest active run and went on from the
     # oldest: every active run was read since the last tick that wrapped
     cursor_run_id: str | None = None  # the run the tick stopped at: the next one starts after it
-    vertex_calls: int = 0  # ListCustomJobs pages and CancelCustomJob calls made
+    vertex_calls: int = 0  # List pages, Cancel calls and completion reads made (every kind)
     vertex_pace: str = VertexPace.CALLED.value  # called | throttled | paused (VertexPace)
     vertex_throttles: int = 0  # throttled ticks in a row (0: no backoff)
     vertex_paused_until: str | None = None  # no Vertex AI call before this time (ISO 8601)
     ended_runs_owing_actions: int = 0  # ended runs whose alert or completion publish failed
     parents_listed: int = 0
-    list_calls: int = 0  # ListCustomJobs pages
+    list_calls: int = 0  # List pages (ListCustomJobs, ListHyperparameterTuningJobs, ...)
+    result_reads: int = 0  # Get calls reading a sweep's / pipeline's result for its completion
+    listings: int = 0  # (parent, kind) listings made
     jobs_listed: int = 0
     states_recorded: int = 0  # job states applied to the ledger (decisions included)
     decisions_made: int = 0  # terminal states classified and decided
     ends_awaiting_error: int = 0  # FAILED ends read before Vertex AI set their error: decided later
     retries_published: Mapping[str, int] = field(default_factory=dict)  # per RetryCause
     actions_taken: Mapping[str, int] = field(default_factory=dict)  # by ensure_actions, per kind
-    watchdog_cancels: int = 0  # CancelCustomJob calls
+    watchdog_cancels: int = 0  # Cancel calls of the queue watchdog
     duplicate_jobs_cancelled: int = 0  # duplicates of an attempt's job, cancelled and noted
     alerts_sent: int = 0
     data_waits_checked: int = 0  # runs WAITING_DATA whose data the tick checked
@@ -197,19 +207,19 @@ def reconcile(services: Services, now: datetime) -> ReconcileReport:
     tick = _Tick(services, VertexPace.PAUSED if paused else VertexPace.CALLED)
     listings = plan_listings(runs)
     jobs: dict[str, CustomJob] = {}
-    listed: set[str] = set()
+    listed: set[ListingKey] = set()
     for listing in listings:
         found = tick.list_jobs(listing)
         if found is not None:
             jobs.update(found)
-            listed.add(listing.parent)
+            listed.add(listing.key)
     plan = plan_tick(
         runs,
         jobs,
         services.config.templates,
         now=now,
         grace=config.watchdog_grace,
-        listed_parents=frozenset(listed),
+        listed=frozenset(listed),
     )
     read = {snapshot.run.run_id: snapshot for snapshot in snapshots}
     applied = tick.apply_changes(plan.changes, jobs)
@@ -233,15 +243,17 @@ def reconcile(services: Services, now: datetime) -> ReconcileReport:
         runs_read=len(runs),
         round_wrapped=page.wrapped,
         cursor_run_id=left.cursor.run_id if left.cursor else None,
-        vertex_calls=tick.list_calls + tick.cancel_calls,
+        vertex_calls=tick.list_calls + tick.cancel_calls + tick.result_reads,
         vertex_pace=tick.pace.value,
         vertex_throttles=left.throttles,
         vertex_paused_until=(
             left.vertex_paused_until.isoformat() if left.vertex_paused_until else None
         ),
         ended_runs_owing_actions=len(owing),
-        parents_listed=len(listed),
+        parents_listed=len({parent for parent, _ in listed}),
+        listings=len(listed),
         list_calls=tick.list_calls,
+        result_reads=tick.result_reads,
         jobs_listed=tick.jobs_listed,
         states_recorded=tick.states_recorded,
         decisions_made=tick.decisions_made,
@@ -269,6 +281,7 @@ class _Tick:
         self.pace = pace  # CALLED until a call is throttled; PAUSED: no call at all
         self.cancel_calls = 0
         self.list_calls = 0
+        self.result_reads = 0
         self.jobs_listed = 0
         self.states_recorded = 0
         self.decisions_made = 0
@@ -282,14 +295,15 @@ class _Tick:
         self.errors: list[str] = []
 
     def list_jobs(self, listing: Listing) -> dict[str, CustomJob] | None:
-        """The jobs of ``listing``, paging only until every watched job was seen; None on error
-        or when the tick makes no more Vertex AI calls (paused, or throttled already)."""
+        """The jobs of ``listing`` (its kind, under its parent; CustomJob views), paging only until
+        every watched job was seen; None on error or when the tick makes no more Vertex AI calls
+        (paused, or throttled already)."""
         if self.pace is not VertexPace.CALLED:
             return None
         found: dict[str, CustomJob] = {}
         missing = set(listing.watched)
         try:
-            for page in vertex.list_custom_jobs(listing.parent, filter=listing.filter):
+            for page in vertex.list_jobs(listing.parent, listing.kind, filter=listing.filter):
                 self.list_calls += 1
                 self.jobs_listed += len(page)
                 for job in page:
@@ -299,10 +313,10 @@ class _Tick:
                     break  # later pages hold only older jobs nobody watches
         except vertex.VertexThrottled as error:
             self.list_calls += 1  # the refused page was a call too
-            self._throttled(f"listing jobs in {listing.parent}", error)
+            self._throttled(f"listing {listing.kind.collection} in {listing.parent}", error)
             return None
         except DispatchError as error:
-            self._failed(f"listing jobs in {listing.parent}", error)
+            self._failed(f"listing {listing.kind.collection} in {listing.parent}", error)
             return None
         return found
 
@@ -406,7 +420,7 @@ class _Tick:
             return
         try:
             self.cancel_calls += 1
-            vertex.cancel_custom_job(waited.job_name)
+            vertex.cancel_job(waited.job_name)
             self.cancels += 1
         except vertex.VertexThrottled as error:
             self._throttled(f"cancelling {waited.job_name}", error, run.run_id)
@@ -486,13 +500,20 @@ class _Tick:
         return True
 
     def ensure_actions(self, snapshot: RunSnapshot) -> None:
-        """Whatever the run's recorded decisions still owe (due retry, alert, completion)."""
+        """Whatever the run's recorded decisions still owe (due retry, alert, completion); a
+        completion's result read only while the tick makes Vertex AI calls, counted."""
+        reads = actions.VertexReads(allowed=self.pace is VertexPace.CALLED)
         try:
-            taken = actions.ensure_actions(snapshot, self.services)
+            taken = actions.ensure_actions(snapshot, self.services, vertex_reads=reads)
         except DispatchError as error:
             run_id = snapshot.run.run_id
             self._failed(f"carrying out the actions owed by run {run_id}", error, run_id)
             return
+        finally:
+            with self._lock:  # also called from apply_changes' threads
+                self.result_reads += reads.made
+                if reads.throttled:
+                    self.pace = VertexPace.THROTTLED  # logged by _failed above
         done = {
             "alerts": len(taken.alerts),
             "completions": int(taken.completion_published),

@@ -1,7 +1,11 @@
 """Submit one attempt of a run exactly once: walk the placement chain, record, then create.
 
-The ledger makes CreateCustomJob at-most-once per attempt even though every event is delivered at
-least once and CreateCustomJob takes no request id (docs/architecture.md, "Exactly once"):
+The ledger makes the create at-most-once per attempt even though every event is delivered at
+least once and no create (CreateCustomJob, CreateHyperparameterTuningJob, CreateTrainingPipeline)
+takes a request id (docs/architecture.md, "Exactly once"). The same protocol holds for every
+kind: the intent records the kind of job it creates (``Attempt.job_kind``), and the label lookup
+lists that kind's collection only (a pipeline's backing CustomJob, which may carry the pipeline's
+labels, is never taken for the attempt's job):
 
 1. An attempt that already has its job is done: the delivery is a duplicate.
 2. An attempt with an intent but no job is looked up by its labels (``vd-run``, ``vd-attempt``):
@@ -60,7 +64,7 @@ from shared.policy.cooldown import (
     walk_indices,
     walk_order,
 )
-from shared.policy.duplicates import FoundJob, sort_out
+from shared.policy.duplicates import FoundJob, counts_for, sort_out
 from shared.policy.records import describe_placement, placement_kind, placement_record
 from shared.policy.timing import INTENT_LEASE
 from shared.validation.chain import check_chain
@@ -106,14 +110,18 @@ def _reattach(
     active would find them again.
     """
     run_id = snapshot.run.run_id
+    found_jobs = vertex.find_jobs_by_label(
+        claimed.parent, jobspec.RUN_LABEL, run_id, kind=claimed.job_kind
+    )
     jobs = {
         job.name: job
-        for job in vertex.find_jobs_by_label(claimed.parent, jobspec.RUN_LABEL, run_id)
+        for job in found_jobs
         if job.labels.get(jobspec.ATTEMPT_LABEL) == str(claimed.number)
+        and counts_for(job.name, claimed.job_kind)
     }
     if jobs:
         found = [FoundJob(job.name, job.create_time) for job in jobs.values()]
-        extra = sort_out(run_id, claimed.number, None, found)
+        extra = sort_out(run_id, claimed.number, None, found, kind=claimed.job_kind)
         job = jobs[extra.kept] if extra else next(iter(jobs.values()))
         if extra is not None:
             duplicates.settle(
@@ -246,13 +254,14 @@ def _claim_and_create(
         parent=rendered.parent,
         intent_at=submission.now(),
         skips=walk.recorded_skips(),
+        job_kind=rendered.kind,
     )
     # The intent names this placement before its create (LedgerConflict: another delivery
     # won); moving it from a refused placement is the same compare-and-set on our own claim.
     walk.snapshot = ledger.claim_attempt(walk.snapshot, intent)
     walk.claimed = True
     try:
-        job = vertex.create_custom_job(rendered.parent, rendered.custom_job)
+        job = vertex.create_job(rendered.parent, rendered.resource)
     except vertex.OutcomeUnknown:
         # The job may exist, or appear later than a label lookup can see it: leave the intent
         # as it is, so that a takeover waits for INTENT_LEASE unless the lookup finds the job.
@@ -287,6 +296,7 @@ def _claim_and_create(
         placement=describe_placement(placement),
         placement_kind=placement_kind(intent.placement),
         region=rendered.region,
+        job_kind=rendered.kind.value,
     )
     return DispatchResult(DispatchOutcome.SUBMITTED, run_id, job.name)
 

@@ -27,7 +27,10 @@ The document (field names as stored)::
                                        skips (list of {placement (map), region, class,
                                        reason, at}: the placements this attempt's walk
                                        passed over before (or instead of) its job, at most
-                                       MAX_ATTEMPT_SKIPS, absent: none)}
+                                       MAX_ATTEMPT_SKIPS, absent: none),
+                                       job_kind (a JobKind value: the kind of job the
+                                       attempt creates, written with the intent; absent:
+                                       custom_job, an unknown value: UnreadableRun)}
     alerts                             list of the alerts claimed (sent, or being sent): a
                                        reason, or reason@scope for one alerted once per
                                        attempt or per day of a wait (policy.watchdogs)
@@ -47,7 +50,9 @@ The document (field names as stored)::
                                        WAITING_DATA) for: ``shared.model.data_waits``
     created_at, updated_at             timestamps
     job_ids                            derived, never read back: the numeric ids of the
-                                       attempts' jobs (``customJobs/ID``), for the job-state
+                                       attempts' jobs of every kind (``customJobs/ID``,
+                                       ``hyperparameterTuningJobs/ID``, ...: ids are unique
+                                       across kinds), for the job-state
                                        function's lookup of a hinted job (``array_contains``)
 """
 
@@ -62,6 +67,7 @@ from typing import Any
 
 from shared.model.data_waits import DataWait, data_wait_from_document, data_wait_to_document
 from shared.model.errors import PermanentError, TransientError
+from shared.model.job_kinds import JobKind
 from shared.model.jobstates import JobStateName
 from shared.model.jobstates import is_terminal as is_terminal_job_state
 
@@ -102,6 +108,13 @@ class LedgerRejected(PermanentError):
     """Firestore refused a ledger call for a reason retrying cannot fix (permission, size)."""
 
     headline = "the run ledger (Firestore) refused the call"
+
+
+class UnreadableRun(PermanentError):
+    """A stored run holds a value this version cannot read (e.g. an attempt's unknown
+    ``job_kind``): guessing would act on the wrong job, so the run is refused, loudly."""
+
+    headline = "the run's ledger document cannot be read"
 
 
 class RunStatus(enum.StrEnum):
@@ -209,6 +222,9 @@ class Attempt:
     # rule, a cooldown), oldest first, at most MAX_ATTEMPT_SKIPS: submission writes them with
     # the intent it moves along the chain, so the ledger says why the job is where it is.
     skips: tuple[PlacementSkip, ...] = ()
+    # The kind of job the attempt creates (the rendered template's), written with the intent:
+    # a takeover that finds no job name yet still reattaches by label in the right collection.
+    job_kind: JobKind = JobKind.CUSTOM_JOB
 
     def __post_init__(self) -> None:
         if len(self.skips) > MAX_ATTEMPT_SKIPS:
@@ -780,6 +796,7 @@ def _attempt_to_document(attempt: Attempt) -> dict[str, Any]:
         "hint_reads": attempt.hint_reads,
         "job_created_at": attempt.job_created_at,
         "skips": [_skip_to_document(skip) for skip in attempt.skips],
+        "job_kind": attempt.job_kind.value,
     }
 
 
@@ -820,4 +837,20 @@ def _attempt_from_document(document: Mapping[str, Any]) -> Attempt:
         hint_reads=document.get("hint_reads") or 0,
         job_created_at=document.get("job_created_at"),
         skips=tuple(_skip_from_document(skip) for skip in document.get("skips") or ()),
+        job_kind=_job_kind_from_document(document),
     )
+
+
+def _job_kind_from_document(document: Mapping[str, Any]) -> JobKind:
+    stored = document.get("job_kind")
+    if stored is None:
+        return JobKind.CUSTOM_JOB  # written before kinds existed: every job was a CustomJob
+    try:
+        return JobKind(stored)
+    except ValueError:
+        known = ", ".join(kind.value for kind in JobKind)
+        raise UnreadableRun(
+            f"attempt {document.get('number')} has job_kind {stored!r}, which this version does "
+            f"not know (it knows {known}): deploy the version that wrote it, or correct the "
+            "attempt's job_kind in the ledger"
+        ) from None

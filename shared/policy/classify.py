@@ -1,4 +1,24 @@
-"""How a CustomJob ended: its terminal state and ``error`` (google.rpc.Status) → a failure class.
+"""How a job ended: its terminal state and ``error`` (google.rpc.Status) → a failure class.
+
+Every kind of job is classified through its ``CustomJob`` view (``policy.job_views.view_of``), by
+the same rows: a TrainingPipeline's ``PIPELINE_STATE_X`` is read as ``JOB_STATE_X``, and its
+error is its training task's. A HyperparameterTuningJob's error embeds the error of the trial that
+failed it ("3 of 20 trials failed. Trial 7: The replica workerpool0-0 exited with a non-zero
+status of 1 ..."; the real service's wording is undocumented, the emulator's is this), so the rows
+read the trial's text: a sweep whose trials failed in user code is ``USER_CODE``, one whose trial
+stocked out or waited past its FLEX_START max wait is ``CAPACITY``. A sweep's error that names no
+trial's error matches no row: ``UNKNOWN``. The FLEX_START max wait is the trial job's or the
+training task's (their ``scheduling`` is the view's ``job_spec.scheduling``).
+
+Two assumptions about sweeps and pipelines come from the emulator, not from a published text
+(docs/vertex-ai-emulator.md, "Hyperparameter tuning jobs and training pipelines"): that a sweep or
+pipeline stays QUEUED / PENDING, without a ``start_time``, while its trials / training task wait
+for FLEX_START capacity; and the "... Trial T: <trial error>" wording of a sweep's error. If the
+real service differs, the wait-ran-out rule below (which reads the sweep's or pipeline's own state
+and ``start_time``, as does the queue watchdog) does not fire for a sweep that started while its
+trials waited, and an error without the trial's message is read by its code alone: what no row
+recognises is ``UNKNOWN``, alerted (retried only when ``retry_on`` lists ``unknown``), never a
+silent retry.
 
 Pure and cheap: no Google Cloud client is imported (the job is only read through ``state.name``,
 ``error.code`` / ``error.message`` and its timestamps), so the reconciler and the CLI may classify

@@ -11,6 +11,13 @@ function reading a hinted job) asks this one rule which job to keep:
 - else the oldest (by create time, then by name so that every caller picks the same one).
 
 Every other job found is a duplicate: cancelled, named on the attempt, and alerted once per run.
+
+A job counts for an attempt only when its kind is the attempt's kind (``counts_for``): a
+TrainingPipeline runs its training task as a CustomJob of its own, which the real service may
+label with the pipeline's ``vd-run``/``vd-attempt``. That backing job is neither the attempt's job
+(its end is not the pipeline's) nor a duplicate of it (cancelling it would kill the pipeline's
+training). Every caller (dispatch's label lookup, the reconciler's listing, the job-state
+function's read) goes through ``sort_out``, which applies the rule, or asks ``counts_for``.
 Pure: it reads job names and create times only.
 """
 
@@ -19,6 +26,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
+
+from shared.model.job_kinds import JobKind, kind_of_job_name
 
 
 @dataclass(frozen=True)
@@ -39,21 +48,32 @@ class Duplicates:
     cancel: tuple[str, ...]  # sorted by name; never empty
 
 
+def counts_for(job_name: str, kind: JobKind) -> bool:
+    """Whether the job ``job_name`` can be a job of an attempt of ``kind`` (``Attempt.job_kind``):
+    its name's collection is the kind's. A job of another kind carrying the attempt's labels (a
+    pipeline's backing CustomJob) is neither the attempt's job nor a duplicate of it."""
+    return kind_of_job_name(job_name) is kind
+
+
 def sort_out(
     run_id: str,
     attempt: int,
     recorded: str | None,
     found: Iterable[FoundJob],
     already: Iterable[str] = (),
+    *,
+    kind: JobKind = JobKind.CUSTOM_JOB,
 ) -> Duplicates | None:
     """Which of ``found`` (and ``recorded``, the job the ledger records, if any) the attempt
     keeps and which are to be cancelled; None when there is nothing to cancel.
 
+    ``kind`` is the attempt's (``Attempt.job_kind``, CUSTOM_JOB by default like the attempt's):
+    found jobs of another kind are left out (``counts_for``), never kept nor cancelled.
     ``already`` are the duplicates the attempt records as dealt with (cancelled, alerted):
     they are not returned again, so that each is cancelled and alerted once however often it
     is seen.
     """
-    jobs = {job.name: job for job in found}
+    jobs = {job.name: job for job in found if counts_for(job.name, kind)}
     if recorded is not None:
         kept = recorded
     elif jobs:

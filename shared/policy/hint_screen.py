@@ -29,7 +29,9 @@ could not change what is recorded:
                       the same quota
 ====================  =============================================================================
 
-Otherwise the hint is read, by the exact job name the ledger records (no region search). With a
+Otherwise the hint is read, by the exact job name the ledger records (no region search), of any
+kind (a job-state message naming a job of another kind than the recorded one with the same id is
+not ours). With a
 successful job's service lines this leaves two reads per job ("Job is running." and "Job
 completed successfully."); a failed or cancelled job's end lines are unknown (ERROR lines and
 unknown "Job ..." lines count as possible ends), and each is read until the end is recorded, up
@@ -45,6 +47,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from shared.decode.hints import HintSource, JobHint, LineMeaning
+from shared.model.job_kinds import kind_of_job_name
 from shared.model.jobstates import JobStateName, is_terminal
 from shared.model.runs import Attempt, Run, is_older_news
 
@@ -113,8 +116,12 @@ def screen(hint: JobHint, runs: Sequence[Run]) -> Screened:
 
 
 def _records_job(attempt: Attempt, hint: JobHint) -> bool:
+    """Whether ``attempt`` records the hinted job: its id, in the hint's region and of the hint's
+    kind when the hint says them (a log entry says neither: the recorded name is read)."""
     name = attempt.job_name
     if name is None or name.rsplit("/", 1)[-1] != hint.job_id:
+        return False
+    if hint.kind is not None and kind_of_job_name(name) is not hint.kind:
         return False
     return hint.region is None or f"/locations/{hint.region}/" in name
 

@@ -1,10 +1,16 @@
 """The reconciler's plan: what one tick owes the ledger, from the runs read and the jobs listed.
 
-Pure functions over runs, templates and listed ``CustomJob`` protos; ``shared.handlers.reconcile``
-reads the inputs and applies the plan. Kept apart so that every rule of a tick (which states are
-unrecorded, which runs need a retry message, which jobs stayed queued past their limit, which
-intents are stuck, which jobs duplicate an attempt's recorded job) is tested as a table of
-cases without a server.
+Pure functions over runs, templates and listed jobs (each a ``CustomJob`` view, whatever its
+kind: ``policy.job_views``); ``shared.handlers.reconcile`` reads the inputs and applies the plan.
+Kept apart so that every rule of a tick (which states are unrecorded, which runs need a retry
+message, which jobs stayed queued past their limit, which intents are stuck, which jobs duplicate
+an attempt's recorded job) is tested as a table of cases without a server.
+
+A tick lists every kind of job it watches: one listing per (parent, kind) of the recorded jobs
+(``ListCustomJobs``, ``ListHyperparameterTuningJobs``, ``ListTrainingPipelines``; each takes the
+same filter), so its calls grow with pages, not with jobs or kinds it does not watch. A listed job
+counts for an attempt only when its kind is the attempt's (``policy.duplicates.counts_for``): a
+pipeline's backing CustomJob that carries the pipeline's labels is neither its job nor a duplicate.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from datetime import datetime, timedelta
 
 from shared.aiplatform import CustomJob
 from shared.config.model import Template
+from shared.model.job_kinds import JobKind, kind_of_job_name
 from shared.model.jobstates import WAITING_STATES, is_terminal
 from shared.model.runs import LIVE_STATUSES, Attempt, Run, RunStatus, is_older_news
 from shared.policy import jobspec
@@ -26,15 +33,23 @@ from shared.policy.timing import (
 )
 from shared.policy.watchdogs import QueueLimitSource, queue_limit
 
+ListingKey = tuple[str, JobKind]
+"""What one listing covers: a parent (``projects/P/locations/R``) and a kind of job."""
+
 
 @dataclass(frozen=True)
 class Listing:
-    """One ListCustomJobs query: the jobs of one parent created between the oldest watched intent
-    and shortly after the newest."""
+    """One List query (``vertex.list_jobs``): the jobs of one kind under one parent created
+    between the oldest watched intent and shortly after the newest."""
 
     parent: str
     filter: str
     watched: frozenset[str]  # the job names the tick needs to see
+    kind: JobKind = JobKind.CUSTOM_JOB
+
+    @property
+    def key(self) -> ListingKey:
+        return (self.parent, self.kind)
 
 
 @dataclass(frozen=True)
@@ -81,8 +96,8 @@ class TickPlan:
 
 
 def list_filter(since: datetime, until: datetime | None = None) -> str:
-    """The ListCustomJobs filter for our jobs created at or after ``since`` (and, if given, at
-    or before ``until``)."""
+    """The List filter for our jobs created at or after ``since`` (and, if given, at or before
+    ``until``); the three List methods (custom jobs, tuning jobs, pipelines) take the same."""
     bounds = f'create_time>="{_stamp(since)}"'
     if until is not None:
         bounds += f' AND create_time<="{_stamp(until)}"'
@@ -94,9 +109,10 @@ def _stamp(moment: datetime) -> str:
 
 
 def plan_listings(runs: Iterable[Run], margin: timedelta = LIST_WINDOW_MARGIN) -> list[Listing]:
-    """One listing per parent holding a recorded, undecided job of a run's last attempt, sorted
-    by parent. A decided job (a run waiting for its retry, maybe for days) is not watched: its
-    end cannot change, and its age would stretch the window over every job created since.
+    """One listing per parent and kind of job holding a recorded, undecided job of a run's last
+    attempt, sorted by parent, then kind. A decided job (a run waiting for its retry, maybe for
+    days) is not watched: its end cannot change, and its age would stretch the window over every
+    job created since.
 
     The window is cut on Vertex AI's own clock: from the oldest watched job's ``create_time`` to
     the newest's, as the ledger recorded them, each widened by ``margin``. ListCustomJobs pages
@@ -106,33 +122,42 @@ def plan_listings(runs: Iterable[Run], margin: timedelta = LIST_WINDOW_MARGIN) -
     (a job recorded from a hint's read, or before the ledger kept it), the window falls back to
     the intents (our clock) and has no upper bound: slower, never blind.
     """
-    oldest: dict[str, datetime] = {}
-    newest: dict[str, datetime | None] = {}
-    watched: dict[str, set[str]] = {}
+    oldest: dict[ListingKey, datetime] = {}
+    newest: dict[ListingKey, datetime | None] = {}
+    watched: dict[ListingKey, set[str]] = {}
     for run in runs:
         last = run.last_attempt
         if last is None or last.job_name is None or _settled(last):
             continue  # no job yet, or its end decided: nothing a listing can change
-        parent = last.parent
+        key = listing_key(last)
         created = last.job_created_at
         start = created if created is not None else last.intent_at
-        oldest[parent] = min(oldest.get(parent, start), start)
+        oldest[key] = min(oldest.get(key, start), start)
         if created is None:
-            newest[parent] = None
-        elif parent not in newest or newest[parent] is not None:
-            newest[parent] = max(newest.get(parent) or created, created)
-        watched.setdefault(parent, set()).add(last.job_name)
+            newest[key] = None
+        elif key not in newest or newest[key] is not None:
+            newest[key] = max(newest.get(key) or created, created)
+        watched.setdefault(key, set()).add(last.job_name)
     listings = []
-    for parent in sorted(watched):
-        until = newest[parent]
+    for key in sorted(watched):
+        until = newest[key]
+        parent, kind = key
         listings.append(
             Listing(
                 parent,
-                list_filter(oldest[parent] - margin, until + margin if until else None),
-                frozenset(watched[parent]),
+                list_filter(oldest[key] - margin, until + margin if until else None),
+                frozenset(watched[key]),
+                kind,
             )
         )
     return listings
+
+
+def listing_key(attempt: Attempt) -> ListingKey:
+    """The listing that shows ``attempt``'s job: its parent, and the kind its recorded job's
+    name says (else the attempt's own kind)."""
+    recorded = kind_of_job_name(attempt.job_name) if attempt.job_name else None
+    return (attempt.parent, recorded or attempt.job_kind)
 
 
 def _settled(attempt: Attempt) -> bool:
@@ -149,11 +174,12 @@ def plan_tick(
     *,
     now: datetime,
     grace: timedelta,
-    listed_parents: frozenset[str] | None = None,
+    listed: frozenset[ListingKey] | None = None,
 ) -> TickPlan:
-    """What the tick owes: ``jobs`` maps job names to the jobs listed in ``listed_parents``.
+    """What the tick owes: ``jobs`` maps job names to the jobs of the listings ``listed`` (each
+    a parent and a kind: ``Listing.key``).
 
-    A run whose job lies in a parent that could not be listed (None: every parent was) is left
+    A run whose job lies in a listing that could not be made (None: every listing was) is left
     for the next tick rather than reported as missing.
     """
     changes: list[StateChange] = []
@@ -180,7 +206,7 @@ def plan_tick(
             continue
         if _settled(last):
             continue  # its end is decided (plan_listings does not watch it): a retry is all
-        if listed_parents is not None and last.parent not in listed_parents:
+        if listed is not None and listing_key(last) not in listed:
             continue
         job = jobs.get(last.job_name)
         if job is None:
@@ -214,9 +240,11 @@ def _by_attempt(jobs: Iterable[CustomJob]) -> dict[tuple[str, str], list[FoundJo
 
 
 def _duplicates(run: Run, by_attempt: Mapping[tuple[str, str], list[FoundJob]]) -> list[Duplicates]:
-    """The listed jobs that carry the labels of an attempt of ``run`` which records another job
-    and has not noted them yet. An attempt without a recorded job is left to dispatch, which
-    reattaches by label and sorts out what it finds (``submission._reattach``)."""
+    """The listed jobs of the attempt's kind that carry the labels of an attempt of ``run`` which
+    records another job and has not noted them yet (a job of another kind, such as a pipeline's
+    backing CustomJob, is never the attempt's: ``policy.duplicates.counts_for``). An attempt
+    without a recorded job is left to dispatch, which reattaches by label and sorts out what it
+    finds (``submission._reattach``)."""
     sorted_out = []
     for attempt in run.attempts:
         if attempt.job_name is None:
@@ -227,6 +255,7 @@ def _duplicates(run: Run, by_attempt: Mapping[tuple[str, str], list[FoundJob]]) 
             attempt.job_name,
             by_attempt.get((run.run_id, str(attempt.number)), ()),
             already=attempt.duplicate_jobs,
+            kind=attempt.job_kind,
         )
         if found is not None:
             sorted_out.append(found)

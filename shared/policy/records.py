@@ -21,6 +21,7 @@ from shared.config.model import (
     SpotPlacement,
 )
 from shared.config.placements import PLACEMENT_KINDS  # a placement record's keys, one per kind
+from shared.model.job_kinds import JobKind, kind_of_job_name
 from shared.model.triggers import JobRequest, ObjectFinalized, RetryRequest, ScheduleTick, Trigger
 
 CONSOLE_URL = (
@@ -28,13 +29,28 @@ CONSOLE_URL = (
     "?project={project}"
 )
 """Where a human looks at a CustomJob in the Google Cloud console."""
+CONSOLE_URLS: dict[JobKind, str] = {
+    JobKind.CUSTOM_JOB: CONSOLE_URL,
+    JobKind.HYPERPARAMETER_TUNING_JOB: (
+        "https://console.cloud.google.com/vertex-ai/locations/{region}/training/"
+        "hyperparameter-tuning-jobs/{job_id}?project={project}"
+    ),
+    JobKind.TRAINING_PIPELINE: (
+        "https://console.cloud.google.com/vertex-ai/locations/{region}/training/"
+        "training-pipelines/{job_id}?project={project}"
+    ),
+}
+"""The console page of each kind of job (the console's Training section lists each kind on a
+tab of its own)."""
 
 
 def console_url(job_name: str) -> str:
-    """The Google Cloud console page of the CustomJob ``job_name``, for alerts to link to."""
+    """The Google Cloud console page of the job ``job_name`` (any kind; its collection says which
+    page), for alerts to link to. A name of no known kind gets the CustomJob page."""
     parts = job_name.split("/")
     project, region, job_id = parts[1], parts[3], parts[-1]
-    return CONSOLE_URL.format(region=region, job_id=job_id, project=project)
+    page = CONSOLE_URLS[kind_of_job_name(job_name) or JobKind.CUSTOM_JOB]
+    return page.format(region=region, job_id=job_id, project=project)
 
 
 def trigger_record(trigger: Trigger) -> dict[str, Any]:

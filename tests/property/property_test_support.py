@@ -235,6 +235,10 @@ OBJECT_NAMES: Final[Mapping[str, tuple[str, st.SearchStrategy[str]]]] = {
         ),
     ),
     "eval-shards": ("acme-eval", segments.map(lambda stem: f"incoming/{stem}.tfrecord")),
+    "imagenet-sweep": (
+        "acme-datasets",
+        dataset_dirs.map(lambda middle: f"sweeps/{middle}/_SUCCESS"),
+    ),
     "nightly-export": (
         "acme-datasets",
         st.builds(lambda day, stem: f"exports/{day}/part-{stem}.parquet", dataset_dirs, segments),
@@ -878,7 +882,12 @@ def _rendered(config: Config, outcome: Outcome, indices: Sequence[int]) -> Outco
         except InvalidJobSpec as error:
             return replace(outcome, status="refused", stage="render", error=error)
         violations = validation.validate_spec(
-            job.custom_job, placement, config.guards, region=job.region
+            job.custom_job,
+            placement,
+            config.guards,
+            region=job.region,
+            tuning=outcome.template.hyperparameter_tuning,
+            pipeline=outcome.template.training_pipeline,
         )
         rendered.append(
             RenderedPlacement(

@@ -270,7 +270,7 @@ def test_plan_refuses_a_placement_that_is_not_an_index(
 def test_validate_the_example_config(capsys: pytest.CaptureFixture[str]) -> None:
     status = main(["validate", "--config", EXAMPLE_CONFIG])
     assert status == 0
-    assert capsys.readouterr().out == "config OK: 8 routes, 6 templates\n"
+    assert capsys.readouterr().out == "config OK: 10 routes, 8 templates\n"
 
 
 def test_validate_json_of_the_example_config(capsys: pytest.CaptureFixture[str]) -> None:
@@ -279,8 +279,8 @@ def test_validate_json_of_the_example_config(capsys: pytest.CaptureFixture[str])
         "ok": True,
         "config": EXAMPLE_CONFIG,
         "loaded": True,
-        "routes": 8,
-        "templates": 6,
+        "routes": 10,
+        "templates": 8,
         "error": None,
         "problems": [],
     }

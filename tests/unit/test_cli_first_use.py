@@ -150,16 +150,16 @@ def test_plan_of_a_retry_message_shows_its_reason_only_when_it_has_one(
 # --- the demo's help -------------------------------------------------------------------------
 
 
-def test_demo_help_lists_the_eight_scenarios(capsys: pytest.CaptureFixture[str]) -> None:
+def test_demo_help_lists_the_eleven_scenarios(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exited:
         main(["demo", "--help"])
 
     assert exited.value.code == 0
     text = capsys.readouterr().out
     assert "short story" not in text
-    assert "eight scenarios" in text
-    for number in range(1, 9):
-        assert f"  {number}. " in text
+    assert "eleven scenarios" in text
+    for number in range(1, 12):
+        assert f"{number:>3}. " in text
     assert "SIGTERM" in text
 
 

@@ -7,6 +7,7 @@ argparse usage error) before it reaches any Google Cloud service.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -15,6 +16,7 @@ from run_builders import NOW, PARENT, a_run, an_attempt
 
 from shared.adapters import clients
 from shared.adapters.ledger import Attempt, RetryPlan, Run, RunStatus
+from shared.model.job_kinds import JobKind
 from tooling import main, status_table
 
 
@@ -35,7 +37,7 @@ def attempt(number: int, placement: dict[str, object], state: str, job: str | No
     [
         pytest.param(
             a_run(RunStatus.ACCEPTED),
-            "r-0123456789abcdef01234567  ACCEPTED  resnet-a100  -  -  -  -  -  -",
+            "r-0123456789abcdef01234567  ACCEPTED  resnet-a100  -  -  -  -  -  -  -",
             id="no-attempt-yet",
         ),
         pytest.param(
@@ -43,7 +45,8 @@ def attempt(number: int, placement: dict[str, object], state: str, job: str | No
                 RunStatus.RUNNING,
                 attempt(1, {"persistent_resource": "a100-pool"}, "JOB_STATE_RUNNING", "42"),
             ),
-            "r-0123456789abcdef01234567  RUNNING  resnet-a100  1  pool a100-pool  RUNNING  - - 42",
+            "r-0123456789abcdef01234567  RUNNING  resnet-a100  1  pool a100-pool  RUNNING  - - "
+            "CustomJob 42",
             id="running-on-a-pool",
         ),
         pytest.param(
@@ -59,7 +62,7 @@ def attempt(number: int, placement: dict[str, object], state: str, job: str | No
                 next_retry=RetryPlan(NOW + timedelta(seconds=90), 3, 0, "infrastructure"),
             ),
             "r-0123456789abcdef01234567  WAITING_RETRY  resnet-a100  2  flex_start 21600s "
-            "us-east4  FAILED  #3 in 90s (infrastructure)  no_placement  43",
+            "us-east4  FAILED  #3 in 90s (infrastructure)  no_placement  CustomJob 43",
             id="waiting-for-its-backoff",
         ),
         pytest.param(
@@ -73,7 +76,7 @@ def attempt(number: int, placement: dict[str, object], state: str, job: str | No
                 next_retry=RetryPlan(NOW, 1, 0, "no placement could take the job"),
             ),
             "r-0123456789abcdef01234567  WAITING_RETRY  resnet-a100  -  -  -  "
-            "#1 due (no placement could take the job)  no_placement,watchdog_overdue_wait  -",
+            "#1 due (no placement could take the job)  no_placement,watchdog_overdue_wait  -  -",
             id="alert-claims-shown-by-reason",
         ),
         pytest.param(
@@ -81,7 +84,8 @@ def attempt(number: int, placement: dict[str, object], state: str, job: str | No
                 RunStatus.RUNNING,
                 attempt(1, {"spot": {"region": "us-east4"}}, "JOB_STATE_RUNNING", "44"),
             ),
-            "r-0123456789abcdef01234567  RUNNING  resnet-a100  1  spot us-east4  RUNNING  - - 44",
+            "r-0123456789abcdef01234567  RUNNING  resnet-a100  1  spot us-east4  RUNNING  - - "
+            "CustomJob 44",
             id="running-on-spot",
         ),
         pytest.param(
@@ -100,13 +104,39 @@ def attempt(number: int, placement: dict[str, object], state: str, job: str | No
                 ),
             ),
             "r-0123456789abcdef01234567  RUNNING  resnet-a100  1  reservation a100-res "
-            "us-central1  RUNNING  - - 45",
+            "us-central1  RUNNING  - - CustomJob 45",
             id="running-on-a-reservation",
         ),
         pytest.param(
             a_run(RunStatus.RUNNING, attempt(1, {"on_demand": {}}, "JOB_STATE_RUNNING", "46")),
-            "r-0123456789abcdef01234567  RUNNING  resnet-a100  1  on_demand  RUNNING  - - 46",
+            "r-0123456789abcdef01234567  RUNNING  resnet-a100  1  on_demand  RUNNING  - - "
+            "CustomJob 46",
             id="running-on-demand",
+        ),
+        pytest.param(
+            a_run(
+                RunStatus.RUNNING,
+                replace(
+                    attempt(1, {"flex_start": {"max_wait": "3600s"}}, "JOB_STATE_RUNNING", None),
+                    job_name=f"{PARENT}/hyperparameterTuningJobs/47",
+                    job_kind=JobKind.HYPERPARAMETER_TUNING_JOB,
+                ),
+            ),
+            "r-0123456789abcdef01234567  RUNNING  resnet-a100  1  flex_start 3600s  RUNNING  - - "
+            "HyperparameterTuningJob 47",
+            id="a-sweep-shows-its-kind",
+        ),
+        pytest.param(
+            a_run(
+                RunStatus.SUBMITTING,
+                replace(
+                    attempt(1, {"persistent_resource": "a100-pool"}, "INTENT", None),
+                    job_kind=JobKind.TRAINING_PIPELINE,
+                ),
+            ),
+            "r-0123456789abcdef01234567  SUBMITTING  resnet-a100  1  pool a100-pool  INTENT  - - "
+            "TrainingPipeline -",
+            id="a-pipeline-being-created-shows-its-kind",
         ),
     ],
 )

@@ -24,6 +24,8 @@ EXPECTED = {
     "job-request.json": ("valid", "on-request", "resnet-a100", EXIT_OK),
     "scheduler-tick.json": ("valid", "nightly", "resnet-a100", EXIT_OK),
     "llm-request.json": ("valid", "on-request", "llm-finetune", EXIT_OK),
+    "sweep-marker.json": ("valid", "imagenet-sweep", "resnet-sweep", EXIT_OK),
+    "pipeline-tick.json": ("valid", "weekly-pipeline", "resnet-pipeline", EXIT_OK),
 }
 
 

@@ -6,9 +6,10 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from run_builders import EAST_REGION, REGION, a_run, an_attempt, job_name
+from run_builders import EAST_REGION, REGION, RUN_ID, a_run, an_attempt, job_name
 
 from shared.decode.hints import SERVICE_TASK, HintSource, JobHint, LineMeaning
+from shared.model.job_kinds import JobKind
 from shared.model.jobstates import JobStateName as S
 from shared.model.runs import (
     Attempt,
@@ -195,3 +196,43 @@ def test_the_document_lists_the_ids_of_the_jobs(
     run = a_run(RunStatus.SUBMITTED, *attempts(*names))
     assert job_ids(run) == ids
     assert run_to_document(run)["job_ids"] == ids
+
+
+def named(kind: JobKind) -> str:
+    """Job 1's id in ``kind``'s collection (ids are unique across kinds)."""
+    return JOB.replace("/customJobs/", f"/{kind.collection}/")
+
+
+@pytest.mark.parametrize(
+    ("hint_kind", "recorded", "read"),
+    [
+        pytest.param(JobKind.TRAINING_PIPELINE, JobKind.TRAINING_PIPELINE, True, id="pipeline"),
+        pytest.param(
+            JobKind.HYPERPARAMETER_TUNING_JOB, JobKind.HYPERPARAMETER_TUNING_JOB, True, id="sweep"
+        ),
+        pytest.param(JobKind.CUSTOM_JOB, JobKind.TRAINING_PIPELINE, False, id="another-kind"),
+        pytest.param(JobKind.TRAINING_PIPELINE, JobKind.CUSTOM_JOB, False, id="not-the-custom"),
+        pytest.param(None, JobKind.TRAINING_PIPELINE, True, id="a-log-line-names-no-kind"),
+    ],
+)
+def test_a_hint_is_read_by_the_recorded_name_of_any_kind(
+    hint_kind: JobKind | None, recorded: JobKind, read: bool
+) -> None:
+    source = HintSource.JOB_STATE if hint_kind is not None else HintSource.LOG_ENTRY
+    hint = JobHint(
+        "123456789012",
+        JOB_ID,
+        REGION if hint_kind is not None else None,
+        source,
+        S.SUCCEEDED if hint_kind is not None else None,
+        task_name=SERVICE_TASK if hint_kind is None else None,
+        meaning=ENDED if hint_kind is None else None,
+        kind=hint_kind,
+    )
+
+    verdict = screen(hint, [run_with(S.RUNNING, job=named(recorded))])
+
+    if read:
+        assert verdict == Screened(None, RUN_ID, 1, named(recorded))
+    else:
+        assert verdict.drop is HintDrop.NOT_OURS

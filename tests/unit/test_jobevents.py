@@ -19,6 +19,7 @@ from shared.decode.hints import (
     line_meaning,
 )
 from shared.model.errors import MalformedEvent
+from shared.model.job_kinds import JobKind
 
 JOB_NAME = "projects/123456789012/locations/us-central1/customJobs/1000000000000000001"
 PUBSUB_PUBLISHED = "google.cloud.pubsub.topic.v1.messagePublished"
@@ -96,12 +97,19 @@ def log_entry(entry: dict[str, Any]) -> CloudEvent:
                 "us-central1",
                 HintSource.JOB_STATE,
                 "JOB_STATE_FAILED",
+                kind=JobKind.CUSTOM_JOB,
             ),
             id="our job-state message",
         ),
         pytest.param(
             job_state({"job_name": JOB_NAME}),
-            JobHint("123456789012", "1000000000000000001", "us-central1", HintSource.JOB_STATE),
+            JobHint(
+                "123456789012",
+                "1000000000000000001",
+                "us-central1",
+                HintSource.JOB_STATE,
+                kind=JobKind.CUSTOM_JOB,
+            ),
             id="observed_state is optional",
         ),
         pytest.param(
@@ -138,8 +146,30 @@ def test_a_hint_names_a_job(event: CloudEvent, expected: JobHint) -> None:
 def test_our_message_round_trips() -> None:
     body, attributes = job_state_message(JOB_NAME, "JOB_STATE_RUNNING")
     hint = decode_hint(published(body, **attributes))
-    assert hint.job_name("us-central1") == JOB_NAME
+    assert (hint.project, hint.region, hint.kind, hint.job_id) == (
+        "123456789012",
+        "us-central1",
+        JobKind.CUSTOM_JOB,
+        JOB_NAME.rsplit("/", 1)[1],
+    )
     assert hint.observed_state == "JOB_STATE_RUNNING"
+
+
+@pytest.mark.parametrize("kind", list(JobKind))
+def test_our_message_may_name_any_kind_of_job(kind: JobKind) -> None:
+    name = f"projects/123456789012/locations/us-east4/{kind.collection}/1000000000000000007"
+    body, attributes = job_state_message(name, "JOB_STATE_SUCCEEDED")
+
+    hint = decode_hint(published(body, **attributes))
+
+    assert (hint.kind, hint.job_id, hint.region) == (kind, "1000000000000000007", "us-east4")
+    assert hint.project == "123456789012"
+
+
+def test_a_log_entry_says_no_kind() -> None:
+    hint = decode_hint(log_entry(SERVICE_LOG_ENTRY))
+
+    assert (hint.kind, hint.job_id) == (None, "1000000000000000001")
 
 
 def other_resource_entry() -> dict[str, Any]:
@@ -156,6 +186,11 @@ def entry_without_job_id() -> dict[str, Any]:
     [
         pytest.param(
             job_state({"job_name": "customJobs/1"}), "body.job_name", id="a job name cut short"
+        ),
+        pytest.param(
+            job_state({"job_name": JOB_NAME.replace("customJobs", "batchPredictionJobs")}),
+            "hyperparameterTuningJobs, trainingPipelines",
+            id="a job of a kind no template makes",
         ),
         pytest.param(
             job_state({"job_name": JOB_NAME, "observed_state": "failed"}),

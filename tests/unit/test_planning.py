@@ -9,6 +9,7 @@ import sys
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import flask
 import pytest
@@ -17,8 +18,9 @@ from functions_framework import event_conversion
 
 from shared.adapters.config_source import load_config
 from shared.config.loader import parse_config
-from shared.config.model import Config, GcsRoute, QuietRule
+from shared.config.model import Config, GcsRoute, Guards, QuietRule
 from shared.model.errors import ConfigError, MalformedEvent
+from shared.model.job_kinds import JobKind
 from shared.model.runkeys import dataset_run_key, run_id
 from tooling.planning import (
     LIVE_CHECKS_FLEX_START,
@@ -557,3 +559,94 @@ def test_an_unmatched_event_does_not_import_vertex_ai(tmp_path: Path) -> None:
         [sys.executable, "-c", script], capture_output=True, text=True, check=True
     )
     assert result.stdout.split() == ["no_route", "False"]
+
+
+# --- sweeps and pipelines: the job created, with FLEX_START inside what runs -------------------
+
+EXAMPLE_EVENTS = EXAMPLE_CONFIG.parent / "events"
+
+
+def _placement_jobs(config: Config, event: str) -> tuple[Plan, list[dict[str, Any]]]:
+    plan = plan_event_json(config, (EXAMPLE_EVENTS / event).read_text())
+    assert plan.verdict is PlanVerdict.VALID, plan
+    return plan, [json.loads(p.job_json or "null") for p in plan.placements]
+
+
+def test_a_sweep_marker_plans_a_tuning_job_whose_trials_wait_under_flex_start(
+    config: Config,
+) -> None:
+    plan, jobs = _placement_jobs(config, "sweep-marker.json")
+    assert plan.template == "resnet-sweep"
+    assert [p.kind for p in plan.placements] == [JobKind.HYPERPARAMETER_TUNING_JOB] * 2
+    for placement, job in zip(plan.placements, jobs, strict=True):
+        assert not placement.violations
+        assert placement.skipped_checks == LIVE_CHECKS_FLEX_START
+        assert set(job) >= {"studySpec", "maxTrialCount", "parallelTrialCount", "trialJobSpec"}
+        assert "jobSpec" not in job  # the created message is the tuning job, not a CustomJob
+        assert job["trialJobSpec"]["scheduling"]["strategy"] == "FLEX_START"
+        assert job["labels"]["vd-run"] == plan.run_id
+        assert job["studySpec"]["metrics"] == [{"metricId": "accuracy", "goal": "MAXIMIZE"}]
+    assert [job["trialJobSpec"]["scheduling"]["maxWaitDuration"] for job in jobs] == [
+        "7200s",
+        "21600s",
+    ]
+
+
+def test_a_pipeline_tick_plans_a_training_pipeline_on_the_resource_then_flex_start(
+    config: Config,
+) -> None:
+    plan, jobs = _placement_jobs(config, "pipeline-tick.json")
+    assert plan.template == "resnet-pipeline"
+    assert [p.kind for p in plan.placements] == [JobKind.TRAINING_PIPELINE] * 2
+    assert [p.skipped_checks for p in plan.placements] == [
+        LIVE_CHECKS_PERSISTENT_RESOURCE,
+        LIVE_CHECKS_FLEX_START,
+    ]
+    on_resource, flex = (job["trainingTaskInputs"] for job in jobs)
+    assert on_resource["persistentResourceId"] == "a100-pool"
+    assert "strategy" not in on_resource.get("scheduling", {})
+    assert flex["scheduling"]["strategy"] == "FLEX_START"
+    assert "persistentResourceId" not in flex
+    for job in jobs:
+        assert job["trainingTaskDefinition"].endswith("/custom_task_1.0.0.yaml")
+        assert job["modelToUpload"]["displayName"] == f"resnet-{plan.run_id}"
+        assert job["labels"]["vd-run"] == plan.run_id
+
+
+def test_a_sweep_that_breaks_a_rule_plans_as_invalid_naming_the_field(config: Config) -> None:
+    # 1 GPU per trial x parallel_trials 4 is over a ceiling of 3 (set after loading: the loader
+    # would refuse it first). A sweep's own rules (trial counts, study) are the loader's alone.
+    sweep = config.templates["resnet-sweep"]
+    assert sweep.hyperparameter_tuning is not None
+    assert sweep.hyperparameter_tuning.parallel_trials == 4
+    text = (EXAMPLE_EVENTS / "sweep-marker.json").read_text()
+    plan = plan_event_json(replace(config, guards=Guards(max_gpus_per_job=3)), text)
+    assert plan.verdict is PlanVerdict.INVALID
+    assert [(v.rule.value, v.field) for v in plan.placements[0].violations] == [
+        ("guard-gpus", "parallelTrialCount")
+    ]
+
+
+@pytest.mark.parametrize(
+    ("event", "kind", "inner"),
+    [
+        ("sweep-marker.json", "hyperparameter_tuning_job", "trialJobSpec"),
+        ("pipeline-tick.json", "training_pipeline", "trainingTaskInputs"),
+        ("success-marker.json", "custom_job", "jobSpec"),
+    ],
+)
+def test_plan_prints_the_job_of_the_templates_kind(
+    event: str, kind: str, inner: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tooling import EXIT_OK, main
+
+    arguments = ["plan", "--config", str(EXAMPLE_CONFIG), "--event", str(EXAMPLE_EVENTS / event)]
+    assert main([*arguments, "--json"]) == EXIT_OK
+    (first, *_) = json.loads(capsys.readouterr().out)["placements"]
+    assert first["job_kind"] == kind
+    assert inner in first["job"]
+    # "custom_job" keeps its meaning: the CustomJob a CustomJob template creates, else null.
+    assert first["custom_job"] == (first["job"] if kind == "custom_job" else None)
+    assert main(arguments) == EXIT_OK
+    resource = JobKind(kind).resource
+    assert f"kind: {resource}\n{{" in capsys.readouterr().out

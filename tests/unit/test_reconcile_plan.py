@@ -25,6 +25,7 @@ from run_builders import (
 
 from shared.adapters.ledger import INTENT_STATE, Attempt, RetryPlan, Run, RunStatus
 from shared.config.model import FlexStartPlacement, PersistentResourcePlacement, Template
+from shared.model.job_kinds import JobKind
 from shared.policy.due_retries import DueRetry, RetryCause
 from shared.policy.duplicates import Duplicates
 from shared.policy.max_wait import flex_start_max_wait
@@ -447,8 +448,9 @@ def test_flex_start_max_wait_without_an_attempt_reads_the_job() -> None:
 def test_a_parent_that_could_not_be_listed_is_left_for_the_next_tick() -> None:
     waiting = run(RunStatus.SUBMITTED, attempt(job=1, state="JOB_STATE_QUEUED", parent=EAST_PARENT))
 
-    assert tick(waiting, listed_parents=frozenset({PARENT})) == TickPlan()
-    assert tick(waiting, listed_parents=frozenset({EAST_PARENT})).unlisted == (job_name(1),)
+    assert tick(waiting, listed=frozenset({(PARENT, JobKind.CUSTOM_JOB)})) == TickPlan()
+    east = frozenset({(EAST_PARENT, JobKind.CUSTOM_JOB)})
+    assert tick(waiting, listed=east).unlisted == (job_name(1),)
 
 
 def created(age: timedelta, **options: Any) -> Attempt:

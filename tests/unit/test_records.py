@@ -19,6 +19,7 @@ from shared.config.model import (
 from shared.model.triggers import JobRequest, ObjectFinalized, RetryRequest, ScheduleTick, Trigger
 from shared.policy.records import (
     PLACEMENT_KINDS,
+    console_url,
     describe_placement,
     describe_trigger,
     placement_kind,
@@ -271,3 +272,27 @@ def test_records_of_different_kinds_never_compare_equal() -> None:
         placement_record(p) for p in (SpotPlacement(), OnDemandPlacement(), ReservationPlacement())
     ]
     assert len({repr(record) for record in records}) == 3
+
+
+@pytest.mark.parametrize(
+    ("job_name", "url"),
+    [
+        (
+            "projects/123/locations/us-central1/customJobs/42",
+            "https://console.cloud.google.com/vertex-ai/locations/us-central1/training/42/cpu"
+            "?project=123",
+        ),
+        (
+            "projects/123/locations/us-east4/hyperparameterTuningJobs/43",
+            "https://console.cloud.google.com/vertex-ai/locations/us-east4/training/"
+            "hyperparameter-tuning-jobs/43?project=123",
+        ),
+        (
+            "projects/123/locations/europe-west4/trainingPipelines/44",
+            "https://console.cloud.google.com/vertex-ai/locations/europe-west4/training/"
+            "training-pipelines/44?project=123",
+        ),
+    ],
+)
+def test_console_url_per_kind(job_name: str, url: str) -> None:
+    assert console_url(job_name) == url

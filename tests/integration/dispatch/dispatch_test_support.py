@@ -41,6 +41,9 @@ ALERTS_TOPIC_ID = "dispatch-it-alerts"
 ALERTS_TOPIC = f"projects/{LOCAL_PROJECT}/topics/{ALERTS_TOPIC_ID}"
 REQUESTS_TOPIC = f"projects/{LOCAL_PROJECT}/topics/dispatch-it-requests"
 POOL_ID = "a100-pool"  # the persistent resource template pool-then-flex tries first
+# Template pipeline-pool's own resource: a pipeline's job holding a replica, or a refusal's
+# cooldown, must not change what the tests of pool-then-flex see (one ledger, one emulator).
+PIPELINE_POOL_ID = "pipeline-a100-pool"
 
 STORAGE_FINALIZED = "google.cloud.storage.object.v1.finalized"
 PUBSUB_PUBLISHED = "google.cloud.pubsub.topic.v1.messagePublished"
@@ -226,10 +229,13 @@ class VertexAdmin:
             return json.loads(response.read()).get("customJobs", [])
 
 
-def persistent_resource(state: str = "RUNNING", replicas: int = 1) -> dict[str, Any]:
-    """The a100-pool persistent resource, matching template pool-then-flex's machine and disk."""
+def persistent_resource(
+    state: str = "RUNNING", replicas: int = 1, resource_id: str = POOL_ID
+) -> dict[str, Any]:
+    """The a100-pool persistent resource (or another of the same pools: ``resource_id``),
+    matching template pool-then-flex's machine and disk."""
     return {
-        "name": f"{PARENT}/persistentResources/{POOL_ID}",
+        "name": f"{PARENT}/persistentResources/{resource_id}",
         "state": state,
         "resourcePools": [
             {

@@ -34,11 +34,11 @@ def test_status_lists_the_active_run_with_its_job(
 
     assert table[0].split() == [
         "RUN", "STATUS", "TEMPLATE", "ATTEMPT", "PLACEMENT", "STATE", "NEXT", "RETRY", "ALERTS",
-        "JOB",
+        "KIND", "JOB",
     ]  # fmt: skip
     assert table[1].split() == [
         started.run_id, "SUBMITTED", "flex-l4-starved", "1", "flex_start", "7200s", "QUEUED",
-        "-", "-", started.job_name.rsplit("/", 1)[-1],
+        "-", "-", "CustomJob", started.job_name.rsplit("/", 1)[-1],
     ]  # fmt: skip
     assert table[-1] == "1 run"
     [run] = document["runs"]
