@@ -127,9 +127,12 @@ def _full_run(
         firestore = stack.get("firestore", FirestoreEmulator)
         vertex = stack.get("vertex-ai", VertexAIEmulator)
 
-        submit = [c for c in COLD_CASES if c.scenario == Scenario.SUBMIT]
-        _progress(f"cold starts, submitting marker: {len(submit)} cases x {args.repeat} ...")
-        cold |= coldstart.measure(submit, args.repeat, env, _event([]), roots)
+        submitting = (Scenario.SUBMIT, Scenario.SUBMIT_SWEEP)
+        submit = [c for c in COLD_CASES if c.scenario in submitting]
+        _progress(f"cold starts, submitting markers: {len(submit)} cases x {args.repeat} ...")
+        cold |= coldstart.measure(
+            submit, args.repeat, env, _event([]), roots, count_vertex_calls=True
+        )
         jobs = vertex_log.jobs_with_label(JOB_REGION, "vd-run")
         state_cases = [c for c in COLD_CASES if c.scenario == Scenario.JOB_STATE]
         _progress(f"cold starts, job-state event: {len(state_cases)} cases x {args.repeat} ...")

@@ -46,6 +46,7 @@ class Scenario:
 
     UNMATCHED = "unmatched"  # an object event that matches no route
     SUBMIT = "submit"  # a marker that submits a FLEX_START job
+    SUBMIT_SWEEP = "submit_sweep"  # a marker that submits a FLEX_START hyperparameter tuning job
     JOB_STATE = "job_state"  # a job-state hint
 
 
@@ -60,7 +61,7 @@ class ColdCase:
     subject: str
     scenario: str
     function: str  # the entry point in the subject's main.py
-    event_kind: str  # what bench.events builds: shard, marker or job_state
+    event_kind: str  # what bench.events builds: shard, marker, sweep_marker or job_state
 
 
 COLD_CASES: tuple[ColdCase, ...] = (
@@ -69,6 +70,8 @@ COLD_CASES: tuple[ColdCase, ...] = (
     ColdCase(Subject.BASELINE, Scenario.UNMATCHED, "on_object_finalized", "shard"),
     ColdCase(Subject.OURS, Scenario.SUBMIT, "on_object_finalized", "marker"),
     ColdCase(Subject.BASELINE, Scenario.SUBMIT, "on_object_finalized", "marker"),
+    ColdCase(Subject.OURS, Scenario.SUBMIT_SWEEP, "on_object_finalized", "sweep_marker"),
+    ColdCase(Subject.BASELINE, Scenario.SUBMIT_SWEEP, "on_sweep_finalized", "sweep_marker"),
     ColdCase(Subject.OURS, Scenario.JOB_STATE, "on_job_event", "job_state"),
     ColdCase(Subject.BASELINE, Scenario.JOB_STATE, "on_job_event", "job_state"),
 )
@@ -157,10 +160,14 @@ def event_json(kind: str, arg: str, message_id: str = "") -> str:
         event = events.shard(1, int(arg))
     elif kind == "marker":
         event = events.marker(int(arg))
+    elif kind == "sweep_marker":
+        event = events.marker(int(arg), prefix=events.SWEEP_PREFIX)
     elif kind == "job_state":
         event = events.job_state(arg, message_id=message_id or arg)
     else:
-        raise ValueError(f"event kind must be shard, marker or job_state; got {kind!r}")
+        raise ValueError(
+            f"event kind must be shard, marker, sweep_marker or job_state; got {kind!r}"
+        )
     return json.dumps([dict(event.get_attributes()), event.data])
 
 
@@ -222,14 +229,26 @@ def measure(
     env: Mapping[str, str],
     event: Callable[[ColdCase, int], str],
     roots: Mapping[str, SourceRoot],
+    *,
+    count_vertex_calls: bool = False,
 ) -> dict[tuple[str, str], list[dict[str, object]]]:
-    """``repeat`` samples of every case, interleaved; ``event`` gives each its event's JSON."""
+    """``repeat`` samples of every case, interleaved; ``event`` gives each its event's JSON.
+
+    With ``count_vertex_calls`` (the Vertex AI emulator running), each sample also records the
+    API calls its child made, from the emulator's request log (emptied before the child starts,
+    read after it exited: nothing in the child changes)."""
+    from bench import vertex_log
+
     samples: dict[tuple[str, str], list[dict[str, object]]] = {
         (case.subject, case.scenario): [] for case in cases
     }
     for repetition in range(repeat):
         for case in cases:
+            if count_vertex_calls:
+                vertex_log.clear_requests()
             result = run_child(case, roots[case.subject], event(case, repetition), env)
+            if count_vertex_calls:
+                result["vertex_calls"] = dict(vertex_log.request_counts())
             samples[(case.subject, case.scenario)].append(result)
     return samples
 

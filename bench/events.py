@@ -16,6 +16,7 @@ from cloudevents.http import CloudEvent
 BUCKET = "bench-datasets"
 PROJECT = "local-project"
 DATASET_PREFIX = "imagenet/2026-12-01"
+SWEEP_PREFIX = "sweeps/2026-12-01"  # the imagenet-sweep route: a tuning job (resnet-sweep)
 JOB_STATE_KIND = "job_state"  # shared.decode.hints.JOB_STATE_KIND, repeated to stay import-free
 
 

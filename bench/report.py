@@ -15,6 +15,7 @@ from typing import Any
 
 FLOOR, OURS, BASELINE = "floor", "vertex-dispatch", "baseline"
 UNMATCHED, SUBMIT, JOB_STATE = "unmatched", "submit", "job_state"
+SUBMIT_SWEEP = "submit_sweep"
 
 UNMATCHED_TIME_VS_FLOOR_MAX = 1.25  # (1a) time within 1.25x the floor, as deployed
 UNMATCHED_RSS_VS_FLOOR_MAX = 1.5  # (1a) memory within 1.5x the floor
@@ -26,7 +27,9 @@ SCENARIO_TITLES = {
     UNMATCHED: "(1a) cold start, object event matching no route",
     SUBMIT: "(1b) cold start, marker submitting a FLEX_START job",
     JOB_STATE: "(1c) cold start, job-state event",
+    SUBMIT_SWEEP: "(1d) cold start, marker submitting a FLEX_START hyperparameter tuning job",
 }
+SWEEP_CREATE = "CreateHyperparameterTuningJob"
 
 
 class Verdict(StrEnum):
@@ -50,6 +53,12 @@ def summarize_cold(samples: list[Mapping[str, Any]]) -> dict[str, Any]:
     seconds = [float(s["seconds"]) for s in samples]
     rss = [float(s["peak_rss_mib"]) for s in samples]
     cpu = [float(s["cpu_seconds"]) for s in samples if "cpu_seconds" in s]
+    calls = [s["vertex_calls"] for s in samples if "vertex_calls" in s]
+    by_method: dict[str, int] = {}
+    for sample_calls in calls:
+        for method, count in sample_calls.items():
+            by_method[method] = by_method.get(method, 0) + int(count)
+    counted = len(calls) == len(samples) and bool(samples)
     return {
         "samples": len(samples),
         "median_seconds": statistics.median(seconds),
@@ -60,6 +69,9 @@ def summarize_cold(samples: list[Mapping[str, Any]]) -> dict[str, Any]:
         "cloud_clients_imported": sorted(
             {name for s in samples for name in s.get("cloud_clients_imported", [])}
         ),
+        # Vertex AI calls per sample, from the emulator's request log (submitting cases only)
+        "vertex_calls_by_method": by_method if counted else None,
+        "vertex_calls_max": max(sum(c.values()) for c in calls) if counted else None,
     }
 
 
@@ -167,7 +179,7 @@ def _our_cold_rows(
                 _verdict(not clients),
             ),
         ]
-    if scenario == SUBMIT:
+    if scenario in (SUBMIT, SUBMIT_SWEEP):
         time_ratio = seconds / base_s if base_s else None
         rss_ratio = rss / base_rss if base_rss else None
         return [
@@ -183,11 +195,37 @@ def _our_cold_rows(
                 f"< {SUBMIT_RSS_VS_BASELINE_MAX}x baseline",
                 _below(rss_ratio, SUBMIT_RSS_VS_BASELINE_MAX) if rss_ratio else Verdict.NOT_RUN,
             ),
+            *([_sweep_create_row(title, ours, baseline)] if scenario == SUBMIT_SWEEP else []),
         ]
     return [
         Row(f"{title}: time", time_text, "no target", Verdict.INFO),
         Row(f"{title}: peak RSS", rss_text, "no target", Verdict.INFO),
     ]
+
+
+def _sweep_create_row(
+    title: str, ours: Mapping[str, Any], baseline: Mapping[str, Any] | None
+) -> Row:
+    """Each cold submission of a sweep makes exactly one call to Vertex AI, its create (counted
+    in the emulator's request log, per sample)."""
+    row = f"{title}: Vertex AI calls per submission"
+    by_method = ours.get("vertex_calls_by_method")
+    if by_method is None:
+        return Row(row, "not counted", f"1 {SWEEP_CREATE}", Verdict.NOT_RUN)
+    samples = ours["samples"]
+    base_calls = (baseline or {}).get("vertex_calls_by_method")
+    base_text = f"; baseline {_per_sample(base_calls, baseline['samples'])}" if base_calls else ""
+    return Row(
+        row,
+        f"max {ours['vertex_calls_max']} {_per_sample(by_method, samples)}{base_text}",
+        f"1 {SWEEP_CREATE}",
+        _verdict(by_method == {SWEEP_CREATE: samples} and ours["vertex_calls_max"] == 1),
+    )
+
+
+def _per_sample(by_method: Mapping[str, int], samples: int) -> str:
+    per = ", ".join(f"{m} {n / samples:g}" for m, n in sorted(by_method.items()))
+    return f"(per sample: {per or 'none'})"
 
 
 def warm_rows(warm: Mapping[str, Any] | None) -> list[Row]:
@@ -234,6 +272,7 @@ def warm_rows(warm: Mapping[str, Any] | None) -> list[Row]:
                 LEDGER_ROUND_TRIPS_MAX,
             ),
         ),
+        *_warm_sweep_rows(title, warm.get("sweep")),
         Row(
             f"{title}: job-state event latency",
             f"p50 {state['p50_seconds'] * 1000:.1f} ms, p99 {state['p99_seconds'] * 1000:.1f} ms",
@@ -246,6 +285,34 @@ def warm_rows(warm: Mapping[str, Any] | None) -> list[Row]:
             f"{state['ledger_round_trips_max']}",
             "<= 1",
             _at_most(state["vertex_calls_max"], 1),
+        ),
+    ]
+
+
+def _warm_sweep_rows(title: str, sweep: Mapping[str, Any] | None) -> list[Row]:
+    """The hyperparameter tuning job submissions of the warm path (absent from runs recorded
+    before issue 12: no rows then)."""
+    if not sweep:
+        return []
+    return [
+        Row(
+            f"{title}: tuning-job submission latency",
+            f"p50 {sweep['p50_seconds'] * 1000:.1f} ms, p99 {sweep['p99_seconds'] * 1000:.1f} ms "
+            f"({sweep['count']} submissions)",
+            "no target",
+            Verdict.INFO,
+        ),
+        Row(
+            f"{title}: Vertex AI calls per tuning-job submission",
+            f"max {sweep['vertex_calls_max']} {_methods(sweep)}",
+            f"1 {SWEEP_CREATE}",
+            _verdict(sweep["vertex_calls_by_method"] == {SWEEP_CREATE: sweep["count"]}),
+        ),
+        Row(
+            f"{title}: ledger round trips per tuning-job submission",
+            f"max {sweep['ledger_round_trips_max']} (mean {sweep['ledger_round_trips_mean']:.1f})",
+            f"<= {LEDGER_ROUND_TRIPS_MAX}",
+            _at_most(sweep["ledger_round_trips_max"], LEDGER_ROUND_TRIPS_MAX),
         ),
     ]
 

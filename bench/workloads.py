@@ -28,6 +28,7 @@ from bench import events, vertex_log
 RESULT_PREFIX = "BENCH-WORKLOAD-RESULT "
 FIRESTORE_VARIABLE = "FIRESTORE_EMULATOR_HOST"
 POOL_REQUESTS = 10  # persistent-resource submissions in the warm path
+SWEEP_SUBMISSIONS = 10  # hyperparameter tuning job submissions in the warm path
 SEED_THREADS = 8  # concurrent creates while seeding the reconcile workload
 FIRESTORE_BATCH = 500  # Firestore's limit of writes per batch
 
@@ -54,8 +55,9 @@ def _quiet_logs() -> None:
 
 
 def warm_path(submissions: int) -> dict[str, Any]:
-    """Latency and remote calls of FLEX_START and persistent-resource submissions, and of
-    job-state events, on an instance that has already handled one event (clients built)."""
+    """Latency and remote calls of FLEX_START, persistent-resource and hyperparameter tuning
+    job submissions, and of job-state events, on an instance that has already handled one event
+    (clients built)."""
     from bench import callcount
 
     callcount.install()
@@ -88,6 +90,14 @@ def warm_path(submissions: int) -> dict[str, Any]:
         measured(lambda i=i: dispatch_event(events.pool_request(f"{tag}{i:06d}"), services))
         for i in range(POOL_REQUESTS)
     ]
+    sweep = [
+        measured(
+            lambda i=i: dispatch_event(
+                events.marker(i + 2, f"{events.SWEEP_PREFIX}-w{tag}-{i}"), services
+            )
+        )
+        for i in range(SWEEP_SUBMISSIONS)
+    ]
     submission_ledger_methods = dict(ledger_methods)
     ledger_methods.clear()
     job_names = [result.job_name for result, *_ in flex]
@@ -98,6 +108,7 @@ def warm_path(submissions: int) -> dict[str, Any]:
     return {
         "flex_start": _summary(flex),
         "persistent_resource": _summary(pool),
+        "sweep": _summary(sweep),
         "job_state": _summary(job_state),
         "ledger_methods_all_submissions": submission_ledger_methods,
         "ledger_methods_all_job_state_events": dict(ledger_methods),

@@ -90,6 +90,64 @@ def test_cold_start_targets(ours: dict[str, Any], expected: dict[str, Verdict]) 
         assert verdicts(rows, figure) == [verdict], figure
 
 
+SWEEP = "(1d) cold start, marker submitting a FLEX_START hyperparameter tuning job"
+CREATE_SWEEP = "CreateHyperparameterTuningJob"
+
+
+def counted(summary: dict[str, Any], calls: dict[str, int], most: int) -> dict[str, Any]:
+    return {**summary, "vertex_calls_by_method": calls, "vertex_calls_max": most}
+
+
+@pytest.mark.parametrize(
+    ("ours", "expected"),
+    [
+        pytest.param(
+            counted(cold(2.0, 100.0), {CREATE_SWEEP: 7}, 1),
+            {"time": Verdict.MET, "peak RSS": Verdict.MET, "calls": Verdict.MET},
+            id="all-met",
+        ),
+        pytest.param(
+            counted(cold(2.5, 140.0), {CREATE_SWEEP: 7, "ListHyperparameterTuningJobs": 7}, 2),
+            {"time": Verdict.MISSED, "peak RSS": Verdict.MISSED, "calls": Verdict.MISSED},
+            id="at-the-limits-and-a-list-per-submission",
+        ),
+        pytest.param(
+            counted(cold(2.0, 100.0), {CREATE_SWEEP: 8}, 2),  # one sample created twice
+            {"calls": Verdict.MISSED},
+            id="a-second-create",
+        ),
+        pytest.param(
+            cold(2.0, 100.0),  # a --smoke-like summary: no request log was read
+            {"calls": Verdict.NOT_RUN},
+            id="not-counted",
+        ),
+    ],
+)
+def test_sweep_cold_start_targets(ours: dict[str, Any], expected: dict[str, Verdict]) -> None:
+    baseline = {
+        **BASELINE,
+        "submit_sweep": counted(cold(5.0, 200.0), {CREATE_SWEEP: 7}, 1),
+    }
+    rows = report.cold_rows(
+        {"floor": FLOOR, "vertex-dispatch": {"submit_sweep": ours}, "baseline": baseline}
+    )
+    figures = {"time": ": time", "peak RSS": ": peak RSS", "calls": ": Vertex AI calls"}
+    for key, verdict in expected.items():
+        assert verdicts(rows, SWEEP + figures[key]) == [verdict], key
+
+
+def test_summarize_cold_counts_the_vertex_calls_of_every_sample() -> None:
+    samples = [
+        {"seconds": 1.0, "peak_rss_mib": 80.0, "vertex_calls": {CREATE_SWEEP: 1}},
+        {"seconds": 1.1, "peak_rss_mib": 80.0, "vertex_calls": {CREATE_SWEEP: 1, "X": 1}},
+    ]
+    summary = report.summarize_cold(samples)
+    assert summary["vertex_calls_by_method"] == {CREATE_SWEEP: 2, "X": 1}
+    assert summary["vertex_calls_max"] == 2
+    unmatched = report.summarize_cold([{"seconds": 0.2, "peak_rss_mib": 30.0}])
+    assert unmatched["vertex_calls_by_method"] is None
+
+
 def test_the_unmatched_time_ratio_shows_three_decimals_and_the_cpu_time_ratio() -> None:
     # 1.252x must not print as "1.25x" beside a MISSED verdict for a limit of 1.25x.
     floor = {"unmatched": {**cold(0.25, 32.0), "median_cpu_seconds": 0.2}}
@@ -145,6 +203,42 @@ def warm(flex_methods: dict[str, int], ledger_max: int, state_reads: int) -> dic
 )
 def test_warm_path_targets(results: dict[str, Any], figure: str, expected: Verdict) -> None:
     assert verdicts(report.warm_rows(results), figure) == [expected]
+
+
+def sweep_summary(methods: dict[str, int], ledger_max: int) -> dict[str, Any]:
+    return {
+        "count": 10,
+        "p50_seconds": 0.06,
+        "p99_seconds": 0.1,
+        "vertex_calls_max": max(methods.values()),
+        "vertex_calls_by_method": methods,
+        "ledger_round_trips_max": ledger_max,
+        "ledger_round_trips_mean": float(ledger_max),
+    }
+
+
+@pytest.mark.parametrize(
+    ("sweep", "figure", "expected"),
+    [
+        (sweep_summary({CREATE_SWEEP: 10}, 3), "calls per tuning-job", Verdict.MET),
+        (sweep_summary({"CreateCustomJob": 10}, 3), "calls per tuning-job", Verdict.MISSED),
+        (
+            sweep_summary({CREATE_SWEEP: 10, "ListHyperparameterTuningJobs": 10}, 3),
+            "Vertex AI calls per tuning-job submission",
+            Verdict.MISSED,
+        ),
+        (sweep_summary({CREATE_SWEEP: 10}, 3), "ledger round trips per tuning", Verdict.MET),
+        (sweep_summary({CREATE_SWEEP: 10}, 4), "ledger round trips per tuning", Verdict.MISSED),
+    ],
+)
+def test_warm_path_sweep_targets(sweep: dict[str, Any], figure: str, expected: Verdict) -> None:
+    results = {**warm({"CreateCustomJob": 50}, 3, 1), "sweep": sweep}
+    assert verdicts(report.warm_rows(results), figure) == [expected]
+
+
+def test_a_warm_run_without_sweeps_has_no_sweep_rows() -> None:
+    rows = report.warm_rows(warm({"CreateCustomJob": 50}, 3, 1))
+    assert not [row for row in rows if "tuning" in row.figure]
 
 
 def burst(events_per_second: float, jobs: int) -> dict[str, Any]:
