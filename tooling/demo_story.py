@@ -18,10 +18,15 @@ ledger:
    Compute Engine reservation's only VM; the next one's walk skips the full reservation (a live
    rule), its Spot job is preempted (a capacity end, so the Spot placement cools down), and the
    run succeeds on demand in us-east4;
-9. a nightly export lands without a marker: its shards are written first of all (so its quiet
-   minute passes while the other chapters play), one run waits WAITING_DATA, and once no shard
-   has been written for ``quiet_for`` (1 minute) the reconciler starts exactly one job for the
-   directory.
+9. a sweep (a HyperparameterTuningJob of 6 trials, 2 at a time, each on one L4 under
+   FLEX_START in us-east4, which has none): its trials wait for GPUs, run when capacity appears,
+   and the sweep succeeds; its completion names the best trial;
+10. a training pipeline (a TrainingPipeline) runs its training task on the persistent resource
+    l4-pool, then its model is uploaded: its completion names the model;
+11. a nightly export lands without a marker: its shards are written first of all (so its quiet
+    minute passes while the other chapters play), one run waits WAITING_DATA, and once no shard
+    has been written for ``quiet_for`` (1 minute) the reconciler starts exactly one job for the
+    directory.
 
 Then a summary. The checks look at the ledger, the topics and the Vertex AI request log.
 
@@ -58,7 +63,16 @@ REQUEST_ATTRIBUTES = {"kind": "train"}
 WAIT_SECONDS = 30.0  # per chapter, real time
 # The Compute Engine reservation of chapter 8 (deploy/local/demo/*.yaml): ONE A100 80GB VM.
 RESERVATION = "projects/local-project/zones/us-central1-a/reservations/a100-80gb"
-# Chapter 9's export (the nightly-export route of deploy/local/demo/dispatch-config.yaml).
+# Chapter 9's sweep: its trials' GPUs (none in us-east4 until the story adds them).
+SWEEP_REGION = "us-east4"
+SWEEP_GPU = "NVIDIA_L4"
+SWEEP_TRIALS = 6  # max_trials of the resnet-sweep template
+SWEEP_PARALLEL = 2  # its parallel_trials: the GPUs the story adds
+# Chapter 10's persistent resource (deploy/local/demo/vertex-emulator.yaml).
+PIPELINE_POOL = "l4-pool"
+CREATE_SWEEP = "CreateHyperparameterTuningJob"
+CREATE_PIPELINE = "CreateTrainingPipeline"
+# Chapter 11's export (the nightly-export route of deploy/local/demo/dispatch-config.yaml).
 EXPORT_PREFIX = "exports/2026-12-02/"
 EXPORT_SHARDS = 24  # min_objects is 20
 EXPORT_QUIET_SECONDS = 60.0  # its quiet_for
@@ -173,14 +187,14 @@ class Story:
         self.completions: TopicReader = TopicReader(stack.pubsub, self.project, completions)
         self.results: list[tuple[str, bool]] = []
         self.seen: dict[str, list[str]] = {}  # run id -> job states read in the ledger, in order
-        self.export_run_id: str | None = None  # chapter 9's run, once its first shard opened it
+        self.export_run_id: str | None = None  # chapter 11's run, once its first shard opened it
         self.export_written = time.monotonic()  # when its last shard was written
         self.export_waited = False  # whether its run was read WAITING_DATA
 
     def play(self) -> bool:
         try:
             self.export_lands()
-        except Exception as error:  # told as chapter 9's failure, at its place in the story
+        except Exception as error:  # told as chapter 11's failure, at its place in the story
             self.say(f"  the export's upload failed: {type(error).__name__}: {error}")
         for chapter in (
             self.dataset_lands,
@@ -191,6 +205,8 @@ class Story:
             self.invalid_request,
             self.scheduled_retrain,
             self.reservation_full_spot_preempted,
+            self.sweep_waits_then_succeeds,
+            self.pipeline_uploads_its_model,
             self.export_goes_quiet,
         ):
             try:
@@ -202,7 +218,9 @@ class Story:
         for title, ok in self.results:
             self.say(f"  {'ok  ' if ok else 'FAIL'} {title}")
         self.say(
-            f"Vertex AI CreateCustomJob calls: {len(self.vertex.created_jobs())}; alerts: "
+            f"Vertex AI CreateCustomJob calls: {len(self.vertex.created_jobs())}; "
+            f"{CREATE_SWEEP} calls: {len(self.created(CREATE_SWEEP))}; {CREATE_PIPELINE} "
+            f"calls: {len(self.created(CREATE_PIPELINE))}; alerts: "
             f"{len(self.alerts.poll())}; completions: {len(self.completions.poll())}; "
             f"reconcile ticks: {self.stack.scheduler.reconcile_ticks}; storage events "
             f"delivered: {self.stack.eventarc.counts.delivered}"
@@ -358,11 +376,87 @@ class Story:
             placement_summary(run, holder, [job for job in jobs if job], len(creates))
         )
 
+    def sweep_waits_then_succeeds(self) -> None:
+        self.chapter(
+            f"9. a sweep: {SWEEP_TRIALS} tuning trials, {SWEEP_PARALLEL} at a time, each on one "
+            f"L4 under FLEX_START in {SWEEP_REGION} (none free there)"
+        )
+        message_id = self.publish_request("resnet-sweep", "gs://demo-datasets/sweep/")
+        run = self.follow(_by_message(message_id), _has_job)
+        job_name = run.attempts[-1].job_name if run.attempts else None
+        # Let the trials wait a simulated half hour, then look at them: none may have run.
+        time.sleep(min(3.0, 1800 / self.time_scale))
+        waiting = seen_sweep(self.vertex.job(job_name)) if job_name else None
+        if waiting is not None:
+            self.say(
+                f"the tuning job is {waiting.state}: {waiting.trials_succeeded} of "
+                f"{waiting.max_trials} trials succeeded, the trials wait for GPUs"
+            )
+        self.vertex.set_capacity(SWEEP_REGION, SWEEP_GPU, SWEEP_PARALLEL)
+        self.say(f"capacity appears: {SWEEP_PARALLEL} x {SWEEP_GPU} in {SWEEP_REGION}")
+        run = self.follow(lambda r: r.run_id == run.run_id, _status(*_ENDED))
+        ended = seen_sweep(self.vertex.job(job_name)) if job_name else None
+        completion = self.wait_for_message(self.completions, run.run_id)
+        best = (completion or {}).get("best_trial")
+        if best:
+            self.say(
+                f"completion published: best trial {best.get('id')} with metrics "
+                f"{_rounded(best.get('metrics'))} and parameters "
+                f"{_rounded(best.get('parameters'))}"
+            )
+        creates = [
+            job
+            for job in self.created(CREATE_SWEEP, "hyperparameterTuningJob")
+            if _run_label(job) == run.run_id
+        ]
+        strategy = (
+            creates[0].get("trialJobSpec", {}).get("scheduling", {}).get("strategy")
+            if creates
+            else None
+        )
+        self.results.append(
+            sweep_summary(
+                len(creates),
+                strategy,
+                waiting,
+                ended,
+                run.status.value,
+                completion,
+            )
+        )
+
+    def pipeline_uploads_its_model(self) -> None:
+        self.chapter(
+            f"10. a training pipeline: its training task on the persistent resource "
+            f"{PIPELINE_POOL}, then its model uploaded"
+        )
+        message_id = self.publish_request("resnet-pipeline", "gs://demo-datasets/pipeline/")
+        run = self.follow(_by_message(message_id), _status(*_ENDED))
+        job_name = run.attempts[-1].job_name if run.attempts else None
+        pipeline = seen_pipeline(self.vertex.job(job_name)) if job_name else None
+        if pipeline is not None:
+            self.say(
+                f"the pipeline ran on persistentResourceId = {pipeline.persistent_resource!r} "
+                f"and ended {pipeline.state}; model uploaded: {pipeline.model or 'none'}"
+            )
+        completion = self.wait_for_message(self.completions, run.run_id)
+        if completion:
+            self.say(
+                f"completion published: model={completion.get('model')} "
+                f"version={completion.get('model_version')}"
+            )
+        creates = [
+            job
+            for job in self.created(CREATE_PIPELINE, "trainingPipeline")
+            if _run_label(job) == run.run_id
+        ]
+        self.results.append(pipeline_summary(pipeline, len(creates), run.status.value, completion))
+
     def export_lands(self) -> None:
         from emulator_stack.observe import upload_object
 
         self.chapter(
-            f"9 begins. a nightly export writes {EXPORT_SHARDS} shards to "
+            f"11 begins. a nightly export writes {EXPORT_SHARDS} shards to "
             f"gs://{BUCKET}/{EXPORT_PREFIX} and no marker (told last, once it is quiet)"
         )
         for index in range(EXPORT_SHARDS):
@@ -378,9 +472,9 @@ class Story:
         )
 
     def export_goes_quiet(self) -> None:
-        self.chapter("9. the export has been quiet for its quiet_for (1 minute): its run starts")
+        self.chapter("11. the export has been quiet for its quiet_for (1 minute): its run starts")
         if self.export_run_id is None:
-            raise RuntimeError("the export's run never appeared (see chapter 9's beginning)")
+            raise RuntimeError("the export's run never appeared (see chapter 11's beginning)")
         # quiet_for after the last shard, plus a few reconcile ticks and the job's run.
         left = self.export_written + EXPORT_QUIET_SECONDS + 45 - time.monotonic()
         run = self.follow(
@@ -439,6 +533,16 @@ class Story:
             raise TimeoutError(f"no run appeared in the ledger within {seconds:g} s")
         self.say(f"  (still {run.status.value} after {seconds:g} s)")
         return run
+
+    def created(self, method: str, field: str | None = None) -> list[dict[str, Any]]:
+        """The successful ``method`` calls in the Vertex AI emulator's request log, oldest first:
+        their request bodies, or the ``field`` of each (the job the call created)."""
+        bodies = [
+            entry.get("request", {})
+            for entry in self.vertex.requests(method)
+            if entry.get("status") == "OK"
+        ]
+        return [body.get(field, {}) for body in bodies] if field else bodies
 
     def seen_job(self, name: str | None) -> SeenJob | None:
         """The job ``name`` as the Vertex AI emulator holds it now; None without a name."""
@@ -593,6 +697,158 @@ def _described(job: SeenJob | None) -> str:
     if job.state == "FAILED" and "preempted" in job.error:
         return f"{kind} in {job.region} preempted"
     return f"{kind} in {job.region} {_ENDS.get(job.state, job.state)}"
+
+
+@dataclass(frozen=True)
+class SeenSweep:
+    """A HyperparameterTuningJob as the Vertex AI emulator holds it (its REST JSON), reduced to
+    what chapter 9 checks."""
+
+    state: str  # without the JOB_STATE_ prefix
+    max_trials: int
+    trials_succeeded: int
+    trials_ended: int  # succeeded, failed or infeasible
+
+
+def seen_sweep(job: Mapping[str, Any]) -> SeenSweep:
+    """``job`` (a HyperparameterTuningJob's REST JSON) as a ``SeenSweep``."""
+    trials = [str(trial.get("state", "")) for trial in job.get("trials", [])]
+    return SeenSweep(
+        state=str(job.get("state", "")).removeprefix("JOB_STATE_"),
+        max_trials=int(job.get("maxTrialCount", 0)),
+        trials_succeeded=sum(state == "SUCCEEDED" for state in trials),
+        trials_ended=sum(state in ("SUCCEEDED", "FAILED", "INFEASIBLE") for state in trials),
+    )
+
+
+def sweep_summary(
+    creates: int,
+    strategy: object,
+    waiting: SeenSweep | None,
+    ended: SeenSweep | None,
+    status: str,
+    completion: Mapping[str, Any] | None,
+) -> tuple[str, bool]:
+    """Chapter 9's summary line and whether it ended as the story says, naming only what the
+    demo saw: ``creates`` CreateHyperparameterTuningJob calls for the run, the trial job's
+    ``strategy``, the tuning job read while its trials waited (``waiting``: no trial may have
+    ended then) and once the run ended (``ended``), the run's ``status`` and its completion.
+
+    As expected: exactly one FLEX_START tuning job; no trial ended before the GPUs appeared; every
+    trial succeeded; the run SUCCEEDED; the completion names a best trial with its metrics and
+    parameters and counts the trials that succeeded."""
+    flex_start = strategy in ("FLEX_START", 6)
+    if creates == 1:
+        job = "exactly one FLEX_START tuning job" if flex_start else f"one tuning job ({strategy})"
+    else:
+        job = f"{creates} tuning jobs"
+    steps = ["sweep", job]
+    waited = waiting is not None and waiting.trials_ended == 0 and waiting.state != "SUCCEEDED"
+    if waiting is None:
+        steps.append("not read while waiting")
+    elif waited:
+        steps.append(f"trials wait for GPUs (tuning job {waiting.state})")
+    else:
+        steps.append(f"{waiting.trials_ended} trials ended before any GPU was free")
+    trials_ok = ended is not None and ended.trials_succeeded == ended.max_trials > 0
+    if ended is not None:
+        steps.append(f"{ended.trials_succeeded} of {ended.max_trials} trials succeed")
+    steps.append("succeeds" if status == "SUCCEEDED" else f"run {status}")
+    best = (completion or {}).get("best_trial") or {}
+    counted = ((completion or {}).get("trials") or {}).get("succeeded")
+    if completion is None:
+        steps.append("no completion")
+    elif best:
+        metrics = _rounded(best.get("metrics")) if best.get("metrics") else "no metrics"
+        steps.append(f"completion: best trial {best.get('id')} ({metrics})")
+    else:
+        steps.append("completion without a best trial")
+    ok = (
+        creates == 1
+        and flex_start
+        and waited
+        and trials_ok
+        and status == "SUCCEEDED"
+        and bool(best.get("id"))
+        and bool(best.get("metrics"))
+        and bool(best.get("parameters"))
+        and ended is not None
+        and counted == ended.trials_succeeded
+    )
+    return " -> ".join(steps), ok
+
+
+@dataclass(frozen=True)
+class SeenPipeline:
+    """A TrainingPipeline as the Vertex AI emulator holds it (its REST JSON), reduced to what
+    chapter 10 checks."""
+
+    state: str  # without the PIPELINE_STATE_ prefix
+    persistent_resource: str  # trainingTaskInputs.persistentResourceId; "" when none
+    model: str  # modelToUpload.name once uploaded; "" before
+    model_version: str
+
+
+def seen_pipeline(pipeline: Mapping[str, Any]) -> SeenPipeline:
+    """``pipeline`` (a TrainingPipeline's REST JSON) as a ``SeenPipeline``."""
+    inputs: Mapping[str, Any] = pipeline.get("trainingTaskInputs") or {}
+    model: Mapping[str, Any] = pipeline.get("modelToUpload") or {}
+    return SeenPipeline(
+        state=str(pipeline.get("state", "")).removeprefix("PIPELINE_STATE_"),
+        persistent_resource=str(inputs.get("persistentResourceId", "")),
+        model=str(model.get("name", "")),
+        model_version=str(model.get("versionId", "")),
+    )
+
+
+def pipeline_summary(
+    pipeline: SeenPipeline | None,
+    creates: int,
+    status: str,
+    completion: Mapping[str, Any] | None,
+) -> tuple[str, bool]:
+    """Chapter 10's summary line and whether it ended as the story says: exactly one
+    CreateTrainingPipeline call for the run, its training task on ``PIPELINE_POOL``, the pipeline
+    SUCCEEDED with a model uploaded, the run SUCCEEDED, and the completion names that model and
+    its version."""
+    job = "exactly one training pipeline" if creates == 1 else f"{creates} training pipelines"
+    steps = ["pipeline", job]
+    if pipeline is None:
+        steps.append("not read")
+    else:
+        where = pipeline.persistent_resource or "no persistent resource"
+        steps.append(f"training on {where}")
+        steps.append(_ENDS.get(pipeline.state, pipeline.state))
+        steps.append(f"model {pipeline.model}" if pipeline.model else "no model uploaded")
+    if status != "SUCCEEDED":
+        steps.append(f"run {status}")
+    model = (completion or {}).get("model")
+    if completion is None:
+        steps.append("no completion")
+    else:
+        steps.append("completion names the model" if model else "completion without a model")
+    ok = (
+        creates == 1
+        and pipeline is not None
+        and pipeline.persistent_resource == PIPELINE_POOL
+        and pipeline.state == "SUCCEEDED"
+        and bool(pipeline.model)
+        and status == "SUCCEEDED"
+        and model == pipeline.model
+        and str((completion or {}).get("model_version", "")) == pipeline.model_version
+    )
+    return " -> ".join(steps), ok
+
+
+def _rounded(values: Mapping[str, Any] | None) -> str:
+    """A trial's metrics or parameters in a few digits each, e.g. "accuracy 0.66"."""
+    return (
+        ", ".join(
+            f"{key} {value:.4g}" if isinstance(value, int | float) else f"{key} {value}"
+            for key, value in sorted((values or {}).items())
+        )
+        or "none"
+    )
 
 
 def _note_states(seen: list[str], run: Run) -> None:

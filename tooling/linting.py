@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from shared.model.job_kinds import JobKind
 from tooling.common import (
     CONFIG_HELP,
     EXIT_NO_ROUTE,
@@ -106,11 +107,12 @@ def add_validate(commands: argparse._SubParsersAction) -> None:
 def add_plan(commands: argparse._SubParsersAction) -> None:
     plan = commands.add_parser(
         "plan",
-        help="show the CustomJob an event would create, and its verdict, without side effects",
+        help="show the job an event would create, and its verdict, without side effects",
         description=(
             "Decode an event, route it, render the job of attempt 1 for each placement of the\n"
             "template's chain and validate it offline. Prints the route, the run key and id,\n"
-            "the parameters, each CustomJob as REST JSON with its parent, and the violations."
+            "the parameters, each job (CustomJob, HyperparameterTuningJob or TrainingPipeline)\n"
+            "as REST JSON with its parent, and the violations."
         ),
         epilog=PLAN_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -335,7 +337,8 @@ def _plan_text(plan: Plan) -> str:
 def _placement_text(placement: PlacementPlan) -> list[str]:
     lines = [f"placement[{placement.index}]: {placement.placement}"]
     if placement.job_json is not None:
-        lines += [f"parent: {placement.parent}", placement.job_json]
+        lines += [f"parent: {placement.parent}", f"kind: {placement.kind.resource}"]
+        lines.append(placement.job_json)
     if placement.violations:
         count = len(placement.violations)
         lines.append(f"invalid: {count} violation{'s' if count > 1 else ''}")
@@ -380,7 +383,14 @@ def _plan_document(plan: Plan) -> dict[str, Any]:
                 "index": placement.index,
                 "placement": placement.placement,
                 "parent": placement.parent,
-                "custom_job": json.loads(placement.job_json) if placement.job_json else None,
+                "job_kind": placement.kind.value,
+                "job": json.loads(placement.job_json) if placement.job_json else None,
+                # Kept for readers of CustomJob plans: the same job, for that kind only.
+                "custom_job": (
+                    json.loads(placement.job_json)
+                    if placement.job_json and placement.kind is JobKind.CUSTOM_JOB
+                    else None
+                ),
                 "valid": placement.valid,
                 "violations": [_violation_document(v) for v in placement.violations],
                 "skipped_checks": placement.skipped_checks,

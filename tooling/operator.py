@@ -55,6 +55,7 @@ STATUS_COLUMNS: Final = (
     "STATE",
     "NEXT RETRY",
     "ALERTS",
+    "KIND",
     "JOB",
 )
 PLACEMENT_COLUMNS: Final = (
@@ -353,6 +354,9 @@ def _status_row(run: Run, now: datetime) -> tuple[str, ...]:
         last.state.removeprefix("JOB_STATE_") if last else "-",
         next_retry,
         ",".join(dict.fromkeys(claim_reason(claim) for claim in run.alerts)) or "-",
+        # The kind the attempt creates (known from its intent on): a job id alone does not say
+        # which collection (customJobs, hyperparameterTuningJobs, trainingPipelines) it is in.
+        last.job_kind.resource if last else "-",
         last.job_name.rsplit("/", 1)[-1] if last and last.job_name else "-",
     )
 
@@ -516,7 +520,7 @@ def _run_cancel(args: argparse.Namespace) -> int:
         # (by a quick hint) as a failure to retry, a new job after the operator's cancel. If
         # the call then fails, the operator is told and cancels again; the note stands.
         ledger.record_cancel_requested(run.run_id, last.number, CancelReason.OPERATOR)
-        vertex.cancel_custom_job(last.job_name)
+        vertex.cancel_job(last.job_name)  # of the kind its name's collection names
     except (DispatchError, GoogleAuthError) as error:
         return _operator_failure("cancel", error)
     print(f"cancel requested for {last.job_name} (run {run.run_id}, attempt {last.number})")

@@ -1,6 +1,9 @@
 """Planning: what dispatch would do with one event, computed without touching anything.
 
-``vertex-dispatch plan`` is built on this module. ``cloud_event_from_json`` reads an event the way
+``vertex-dispatch plan`` is built on this module. The job shown is what the create call sends,
+of the template's kind: a ``CustomJob``, a ``HyperparameterTuningJob`` (FLEX_START and the
+placement inside its ``trialJobSpec``) or a ``TrainingPipeline`` (inside its
+``trainingTaskInputs``). ``cloud_event_from_json`` reads an event the way
 the functions receive it: a structured-mode CloudEvent, or a plain Pub/Sub push body converted
 exactly as functions-framework converts it. ``plan_event`` then decodes, routes, renders the job
 for each placement of the template's chain and validates it with the offline rules only. It
@@ -46,6 +49,7 @@ from shared.config.model import (
 from shared.decode import events, routing
 from shared.decode.datasets import dataset_of
 from shared.model.errors import ConfigError, MalformedEvent, PermanentError
+from shared.model.job_kinds import JobKind
 from shared.model.triggers import ObjectFinalized, RetryRequest, Trigger
 from shared.policy.records import describe_placement, describe_trigger
 
@@ -106,9 +110,11 @@ class PlacementPlan:
     index: int  # position in the template's placement chain
     placement: str  # one line naming it, e.g. "FLEX_START (max wait 7200s) in us-east4"
     parent: str | None  # projects/P/locations/R; None when the job did not render
-    job_json: str | None  # the CustomJob as REST JSON; None when the job did not render
+    job_json: str | None  # the job created, as REST JSON; None when the job did not render
     violations: tuple[Violation, ...]
     skipped_checks: str  # the live checks offline planning cannot make
+    # The kind of job_json: a CustomJob, or a sweep / pipeline wrapping the job that runs.
+    kind: JobKind = JobKind.CUSTOM_JOB
 
     @property
     def valid(self) -> bool:
@@ -371,9 +377,10 @@ def plan_placement(
         index=index,
         placement=describe_placement(check.placement),
         parent=rendered.parent if rendered else None,
-        job_json=jobspec.job_to_json(rendered.custom_job) if rendered else None,
+        job_json=jobspec.job_to_json(rendered.resource) if rendered else None,
         violations=check.violations,
         skipped_checks=_skipped_checks(check.placement),
+        kind=template.kind,
     )
 
 

@@ -54,7 +54,11 @@ def test_pubsub_functions_and_their_topics(config: Config, entry_point: str, tri
 def test_scheduler_jobs_per_schedule_with_cron(config: Config) -> None:
     plan = deployplan.deploy_plan(config)
     jobs = {job.name: job for job in plan.scheduler_jobs}
-    assert set(jobs) == {"vd-reconcile", "vd-schedule-weekly-dws-check"}
+    assert set(jobs) == {
+        "vd-reconcile",
+        "vd-schedule-weekly-dws-check",
+        "vd-schedule-weekly-retrain-pipeline",
+    }
     weekly = jobs["vd-schedule-weekly-dws-check"]
     assert (weekly.cron, weekly.topic) == ("0 6 * * 1", "training-requests")
     assert json.loads(weekly.body) == {"schedule": "weekly-dws-check"}
@@ -106,7 +110,10 @@ def test_tfvars_fill_every_variable_of_the_example_root(config: Config, tmp_path
     declared = {name.strip('"') for name in declared}
     assert declared - set(variables) == {"alert_notification_channels"}
     assert set(variables) <= declared
-    assert variables["schedules"] == [{"name": "weekly-dws-check", "cron": "0 6 * * 1"}]
+    assert variables["schedules"] == [
+        {"name": "weekly-dws-check", "cron": "0 6 * * 1"},
+        {"name": "weekly-retrain-pipeline", "cron": "0 3 * * 0"},
+    ]
 
 
 def test_no_function_reads_a_config_bucket(config: Config) -> None:

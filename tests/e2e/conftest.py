@@ -45,3 +45,10 @@ def alerts(local_stack: LocalStack) -> TopicReader:
     return TopicReader(
         local_stack.pubsub, local_stack.config.project, local_stack.config.alerts_topic
     )
+
+
+@pytest.fixture(scope="session")
+def completions(local_stack: LocalStack) -> TopicReader:
+    return TopicReader(
+        local_stack.pubsub, local_stack.config.project, local_stack.config.completions_topic or ""
+    )

@@ -231,3 +231,81 @@ def test_a_marker_less_upload_starts_exactly_one_job_once_quiet(
 
 def vertex_jobs_of(vertex: VertexAdmin, run_id: str) -> list[dict[str, object]]:
     return [j for j in vertex.created_jobs() if j.get("labels", {}).get("vd-run") == run_id]
+
+
+def wait_for_message(reader: TopicReader, run_id: str) -> dict[str, object]:
+    deadline = time.monotonic() + 10
+    while (found := reader.find(lambda body: body.get("run_id") == run_id)) is None:
+        assert time.monotonic() < deadline, f"no message for run {run_id}"
+        time.sleep(0.3)
+    return found
+
+
+def created_for(vertex: VertexAdmin, method: str, field: str, run_id: str) -> list[dict]:
+    return [
+        entry["request"][field]
+        for entry in vertex.requests(method)
+        if entry["status"] == "OK"
+        and entry["request"][field].get("labels", {}).get("vd-run") == run_id
+    ]
+
+
+def test_a_sweep_waits_for_gpus_then_completes_with_its_best_trial(
+    local_stack: LocalStack, ledger: Ledger, vertex: VertexAdmin, completions: TopicReader
+) -> None:
+    # resnet-sweep (deploy/local/demo/dispatch-config.yaml): 6 trials, 2 at a time, one L4 each
+    # under FLEX_START in us-east4, which has no L4 until the test adds two.
+    message_id = publish(
+        local_stack, {"template": "resnet-sweep", "params": {"dataset_uri": "gs://d/sweep-e2e/"}}
+    )
+    run = wait_for_run(
+        ledger,
+        by_message(message_id),
+        lambda r: bool(r.attempts) and r.attempts[0].job_name is not None,
+    )
+    job_name = run.attempts[0].job_name or ""
+    assert "/hyperparameterTuningJobs/" in job_name
+    time.sleep(2)  # 20 simulated minutes: no trial can have ended without a GPU
+    waiting = vertex.job(job_name)
+    assert not [t for t in waiting.get("trials", []) if t.get("state") == "SUCCEEDED"]
+
+    vertex.set_capacity("us-east4", "NVIDIA_L4", 2)
+    run = wait_for_run(ledger, by_message(message_id), lambda r: r.status == RunStatus.SUCCEEDED)
+
+    (created,) = created_for(
+        vertex, "CreateHyperparameterTuningJob", "hyperparameterTuningJob", run.run_id
+    )
+    assert created["trialJobSpec"]["scheduling"]["strategy"] in ("FLEX_START", 6)
+    ended = vertex.job(job_name)
+    assert [t["state"] for t in ended["trials"]] == ["SUCCEEDED"] * 6
+    completion = wait_for_message(completions, run.run_id)
+    assert completion["job_kind"] == "hyperparameter_tuning_job"
+    best = completion["best_trial"]
+    assert isinstance(best, dict)
+    assert {t["id"] for t in ended["trials"]} >= {best["id"]}
+    assert set(best["parameters"]) == {"learning_rate", "batch_size"}
+    assert set(best["metrics"]) == {"accuracy"}
+    assert completion["trials"] == {"succeeded": 6, "infeasible": 0}
+
+
+def test_a_pipeline_trains_on_the_persistent_resource_and_uploads_its_model(
+    local_stack: LocalStack, ledger: Ledger, vertex: VertexAdmin, completions: TopicReader
+) -> None:
+    message_id = publish(
+        local_stack,
+        {"template": "resnet-pipeline", "params": {"dataset_uri": "gs://d/pipeline-e2e/"}},
+    )
+
+    run = wait_for_run(ledger, by_message(message_id), lambda r: r.status == RunStatus.SUCCEEDED)
+
+    (created,) = created_for(vertex, "CreateTrainingPipeline", "trainingPipeline", run.run_id)
+    assert created["trainingTaskInputs"]["persistentResourceId"] == "l4-pool"
+    pipeline = vertex.job(run.attempts[-1].job_name or "")
+    assert pipeline["state"] == "PIPELINE_STATE_SUCCEEDED"
+    model = pipeline["modelToUpload"]
+    assert model["displayName"] == f"resnet-{run.run_id}"
+    assert model["artifactUri"] == f"gs://demo-models/{run.run_id}/model/"
+    completion = wait_for_message(completions, run.run_id)
+    assert completion["job_kind"] == "training_pipeline"
+    assert completion["model"] == model["name"]
+    assert str(completion["model_version"]) == str(model["versionId"])
