@@ -564,6 +564,15 @@ class Ledger:
         newest = NEWEST_FIRST_FIELD if newest_first else None
         return self._query(FieldFilter("status", "in", values), limit, newest)
 
+    def recent_runs(self, template: str, limit: int = 200) -> list[RunSnapshot]:
+        """The newest ``limit`` runs of ``template`` by ``created_at``, newest first: the history
+        that learned placement order and budgets read (a caller cuts it to its window). In
+        production the query needs the composite index (template, created_at descending) that
+        deploy/terraform declares (``google_firestore_index.runs_by_template_newest_first``)."""
+        from google.cloud.firestore_v1 import FieldFilter
+
+        return self._query(FieldFilter("template", "==", template), limit, NEWEST_FIRST_FIELD)
+
     def list_runs_owing_actions(self, limit: int = 100) -> list[RunSnapshot]:
         """Up to ``limit`` runs whose decisions still owe an alert or a completion (any status),
         in no order: mostly ended runs whose publish failed."""

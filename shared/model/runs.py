@@ -30,7 +30,12 @@ The document (field names as stored)::
                                        MAX_ATTEMPT_SKIPS, absent: none),
                                        job_kind (a JobKind value: the kind of job the
                                        attempt creates, written with the intent; absent:
-                                       custom_job, an unknown value: UnreadableRun)}
+                                       custom_job, an unknown value: UnreadableRun),
+                                       events (list of {state, at}: CREATED, then each
+                                       state seen, at most MAX_ATTEMPT_EVENTS), started_at,
+                                       ended_at (null until known), machine (the cooldown's
+                                       machine text), gpus (held at once; absent: 0),
+                                       output_dir (the rendered base output directory)}
     alerts                             list of the alerts claimed (sent, or being sent): a
                                        reason, or reason@scope for one alerted once per
                                        attempt or per day of a wait (policy.watchdogs)
@@ -48,6 +53,9 @@ The document (field names as stored)::
                                        (absent: none; emptied once a job is recorded)
     data_wait                          null, or the data the run waited (or waits, while
                                        WAITING_DATA) for: ``shared.model.data_waits``
+    start_deadline                     null, or when the run must have a job RUNNING by
+    placement_order                    null (the chain as written), or the chain indices in
+                                       the order this run walks them (placement_order: learned)
     created_at, updated_at             timestamps
     job_ids                            derived, never read back: the numeric ids of the
                                        attempts' jobs of every kind (``customJobs/ID``,
@@ -80,6 +88,10 @@ CREATE_FAILED_STATE = "CREATE_FAILED"
 MAX_ATTEMPT_SKIPS = 16
 """An attempt records at most this many skips (the latest): a chain is a handful of placements,
 and a retried walk replaces its attempt's record, so the bound only guards the document's size."""
+MAX_ATTEMPT_EVENTS = 24
+"""An attempt's history keeps at most this many events: its first (CREATED) and the latest. A job
+moves through a handful of states (QUEUED, PENDING, RUNNING, an end), so the bound only guards
+the document's size (Firestore's 1 MiB) against a job that flaps."""
 SKIP_REASON_CHARS = 600
 """A skip's reason is cut to this many characters: a service message may quote a whole spec. Our
 own reasons fit (a quota refusal with its metric and what to do is about 300 characters, a CMEK
@@ -187,6 +199,18 @@ def cut_middle(text: str, limit: int) -> str:
     return text[:head] + "…" + (text[-tail:] if tail else "")
 
 
+CREATED_EVENT = "CREATED"
+"""The first event of an attempt's history: its job was created (at the job's create_time)."""
+
+
+@dataclass(frozen=True)
+class AttemptEvent:
+    """One timed step of an attempt's job, for its history (``Attempt.events``)."""
+
+    state: str  # CREATED_EVENT, or the JobState name the job moved to
+    at: datetime  # the service's time when it gives one (create, start, end), else when we saw it
+
+
 @dataclass(frozen=True)
 class Attempt:
     """One try at running the job: claimed (intent) first, then the job it created."""
@@ -225,10 +249,31 @@ class Attempt:
     # The kind of job the attempt creates (the rendered template's), written with the intent:
     # a takeover that finds no job name yet still reattaches by label in the right collection.
     job_kind: JobKind = JobKind.CUSTOM_JOB
+    # The attempt's history (docs/architecture.md, "Run history"): CREATED, then each state the
+    # job was seen in, oldest first, at most MAX_ATTEMPT_EVENTS (the first and the latest).
+    events: tuple[AttemptEvent, ...] = ()
+    # When the job started running (the service's start_time, else when RUNNING was first
+    # seen) and when it ended (its end_time, else when its end was seen): the GPU-hours it
+    # spent are (ended_at or now) - started_at, times gpus.
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    # What the attempt's placement runs on, written with the intent: the machine as the
+    # cooldown keys it (``policy.cooldown.placement_key``: ``n1-standard-8+NVIDIA_TESLA_T4x1``,
+    # a persistent resource's id, a reservation's name) and the GPUs the job holds at once
+    # (every pool's replicas x accelerator_count; a sweep's x parallel_trials). None / 0: not
+    # recorded (an attempt written before history existed).
+    machine: str | None = None
+    gpus: int = 0
+    # The job's base output directory as rendered (None: the template sets none). Every attempt
+    # of a run shares it, so a trainer that checkpoints resumes (AIP_CHECKPOINT_DIR).
+    output_dir: str | None = None
 
     def __post_init__(self) -> None:
         if len(self.skips) > MAX_ATTEMPT_SKIPS:
             object.__setattr__(self, "skips", self.skips[-MAX_ATTEMPT_SKIPS:])
+        if len(self.events) > MAX_ATTEMPT_EVENTS:
+            kept = (self.events[0], *self.events[-(MAX_ATTEMPT_EVENTS - 1) :])
+            object.__setattr__(self, "events", kept)
 
 
 @dataclass(frozen=True)
@@ -274,6 +319,13 @@ class Run:
     # The data the run waits for (WAITING_DATA), or waited for: a quiet dataset's version, or a
     # manifest's missing files. None: its trigger was complete on arrival.
     data_wait: DataWait | None = None
+    # The run must have a job RUNNING by then (the template's or the request's ``start_by``
+    # from the trigger), or it ends with a ``deadline_missed`` alert. None: no deadline.
+    start_deadline: datetime | None = None
+    # The chain order this run walks, as chain indices (``placement_order: learned``): chosen
+    # by its first walk from the placements' history and kept for every later attempt, so a
+    # fallback goes to the next placement of the same order. None: the chain as written.
+    placement_order: tuple[int, ...] | None = None
     created_at: datetime | None = None  # set by open_run
     updated_at: datetime | None = None  # set by every write
 
@@ -741,6 +793,8 @@ def run_to_document(run: Run) -> dict[str, Any]:
         "no_placement_since": run.no_placement_since,
         "no_placement_skips": [_skip_to_document(skip) for skip in run.no_placement_skips],
         "data_wait": data_wait_to_document(run.data_wait) if run.data_wait else None,
+        "start_deadline": run.start_deadline,
+        "placement_order": (list(run.placement_order) if run.placement_order is not None else None),
         "created_at": run.created_at,
         "updated_at": run.updated_at,
         ACTIONS_OWED_FIELD: bool(owed_actions(run)),  # derived, for the reconciler's query
@@ -774,6 +828,12 @@ def run_from_document(document: Mapping[str, Any]) -> Run:
             _skip_from_document(skip) for skip in document.get("no_placement_skips") or ()
         ),
         data_wait=data_wait_from_document(document.get("data_wait")),
+        start_deadline=document.get("start_deadline"),
+        placement_order=(
+            tuple(document["placement_order"])
+            if document.get("placement_order") is not None
+            else None
+        ),
         created_at=document.get("created_at"),
         updated_at=document.get("updated_at"),
     )
@@ -797,6 +857,12 @@ def _attempt_to_document(attempt: Attempt) -> dict[str, Any]:
         "job_created_at": attempt.job_created_at,
         "skips": [_skip_to_document(skip) for skip in attempt.skips],
         "job_kind": attempt.job_kind.value,
+        "events": [{"state": event.state, "at": event.at} for event in attempt.events],
+        "started_at": attempt.started_at,
+        "ended_at": attempt.ended_at,
+        "machine": attempt.machine,
+        "gpus": attempt.gpus,
+        "output_dir": attempt.output_dir,
     }
 
 
@@ -838,6 +904,15 @@ def _attempt_from_document(document: Mapping[str, Any]) -> Attempt:
         job_created_at=document.get("job_created_at"),
         skips=tuple(_skip_from_document(skip) for skip in document.get("skips") or ()),
         job_kind=_job_kind_from_document(document),
+        events=tuple(
+            AttemptEvent(state=event["state"], at=event["at"])
+            for event in document.get("events") or ()
+        ),
+        started_at=document.get("started_at"),
+        ended_at=document.get("ended_at"),
+        machine=document.get("machine"),
+        gpus=document.get("gpus") or 0,
+        output_dir=document.get("output_dir"),
     )
 
 

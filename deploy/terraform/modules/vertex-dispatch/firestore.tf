@@ -54,3 +54,22 @@ resource "google_firestore_index" "runs_by_status_oldest_first" {
 
   depends_on = [google_firestore_database.ledger]
 }
+
+# Run history of one template, newest first (Ledger.recent_runs): an equality filter on template
+# ordered by created_at, descending. Learned placement order and GPU-hour budgets read it.
+resource "google_firestore_index" "runs_by_template_newest_first" {
+  project    = var.project_id
+  database   = "(default)"
+  collection = "vertex-dispatch-runs"
+
+  fields {
+    field_path = "template"
+    order      = "ASCENDING"
+  }
+  fields {
+    field_path = "created_at"
+    order      = "DESCENDING"
+  }
+
+  depends_on = [google_firestore_database.ledger]
+}

@@ -1,0 +1,50 @@
+"""What an attempt's history says: how long its job took to start, the GPU-hours it spent, how it
+ended. Pure readings of ``shared.model.runs.Attempt``'s history fields, shared by learned placement
+order (``policy.placement_order``), GPU-hour budgets (``policy.budgets``) and ``status --history``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from shared.model.jobstates import JobStateName
+from shared.model.runs import CREATED_EVENT, Attempt
+
+SECONDS_PER_HOUR = 3600.0
+
+
+def created_at(attempt: Attempt) -> datetime | None:
+    """When the attempt's job was created: the service's create_time when recorded, else the
+    history's CREATED event; None while no job exists."""
+    if attempt.job_created_at is not None:
+        return attempt.job_created_at
+    return next((event.at for event in attempt.events if event.state == CREATED_EVENT), None)
+
+
+def time_to_start(attempt: Attempt) -> timedelta | None:
+    """How long the attempt's job waited for machines: from its create to RUNNING. None when it
+    never started (still waiting, or ended before starting) or its times are not recorded."""
+    created = created_at(attempt)
+    if created is None or attempt.started_at is None:
+        return None
+    return max(attempt.started_at - created, timedelta(0))
+
+
+def gpu_hours_spent(attempt: Attempt, now: datetime) -> float:
+    """The GPU-hours the attempt's job held machines for: (end, or ``now`` while it runs) minus
+    its start, times the GPUs it holds. 0 for a job that never started."""
+    if attempt.started_at is None:
+        return 0.0
+    end = attempt.ended_at or now
+    held = max((end - attempt.started_at).total_seconds(), 0.0)
+    return attempt.gpus * held / SECONDS_PER_HOUR
+
+
+def outcome_class(attempt: Attempt) -> str | None:
+    """How the attempt ended, as ``policy.classify`` named it (``capacity``, ``user_code``, ...),
+    or ``succeeded``; None while it has not ended."""
+    if attempt.state == JobStateName.SUCCEEDED:
+        return "succeeded"
+    if attempt.error is not None and attempt.error.get("class"):
+        return str(attempt.error["class"])
+    return None
