@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timedelta
+from pathlib import Path
 
 import pytest
 from reconcile_test_support import CONFIG, World
 
 from emulator_stack import LOCAL_PROJECT, FirestoreEmulator
 from shared.adapters import clients
+from shared.adapters.config_source import load_config
 from shared.adapters.ledger import DEFAULT_COLLECTION, Ledger, RunStatus
 from shared.model.jobstates import JobStateName
 from shared.model.runs import CREATED_EVENT, AttemptEvent
@@ -21,6 +23,7 @@ from tooling import main
 PROVISIONING = timedelta(minutes=2)  # the emulated world's timings.provisioning
 RUNS_FOR = timedelta(minutes=10)  # its default outcome's duration
 A100_MACHINE = "a2-highgpu-1g+NVIDIA_TESLA_A100x1"
+KINDS_CONFIG = Path(__file__).parent / "configs" / "kinds.yaml"
 
 
 def advance(world: World, delta: timedelta) -> None:
@@ -79,6 +82,23 @@ def test_a_capacity_end_keeps_its_class_and_no_start(world: World) -> None:
     assert attempt.started_at is None
     assert run_history.outcome_class(attempt) == "capacity"
     assert run_history.gpu_hours_spent(attempt, t0 + timedelta(days=1)) == 0.0
+
+
+def test_a_sweep_holds_its_parallel_trials_gpus_and_keeps_its_own_times(world: World) -> None:
+    world.services.config = load_config(str(KINDS_CONFIG))
+    t0 = world.vertex.now()
+    started = world.request_run("sweep-two-regions")  # 1 A100 per trial, 2 trials at once
+
+    world.reconcile()
+    advance(world, PROVISIONING + timedelta(minutes=1))
+    world.reconcile()
+    [attempt] = world.run(started.run_id).attempts
+
+    assert (attempt.machine, attempt.gpus) == (A100_MACHINE, 2)
+    assert attempt.events[0] == AttemptEvent(CREATED_EVENT, t0)
+    assert attempt.events[-1].state == JobStateName.RUNNING
+    assert attempt.started_at is not None
+    assert attempt.started_at == attempt.events[-1].at <= t0 + PROVISIONING + timedelta(minutes=1)
 
 
 @pytest.fixture
