@@ -81,7 +81,9 @@ def add_operator_commands(commands: argparse._SubParsersAction) -> None:
         help="list runs: their attempts, job states and next retry",
         description=(
             "List the runs in the ledger, newest first: active runs unless --all, or the runs "
-            "named, whatever their status."
+            "named, whatever their status. With --history, the runs named are shown as each "
+            "attempt's timeline instead: what it ran on, every job state with its time, how "
+            "long it waited to start and how it ended."
         ),
     )
     status.add_argument(
