@@ -9,12 +9,14 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
-from reconcile_test_support import CONFIG, World
+from reconcile_test_support import CONFIG, Message, World
 
 from emulator_stack import LOCAL_PROJECT, FirestoreEmulator
 from shared.adapters import clients
 from shared.adapters.config_source import load_config
 from shared.adapters.ledger import DEFAULT_COLLECTION, Ledger, RunStatus
+from shared.decode.hints import job_state_message
+from shared.handlers.jobstate import JobStateOutcome
 from shared.model.jobstates import JobStateName
 from shared.model.runs import CREATED_EVENT, AttemptEvent
 from shared.policy import run_history
@@ -60,6 +62,22 @@ def test_a_job_s_states_and_times_are_kept_as_the_reconciler_sees_them(world: Wo
     assert run_history.outcome_class(attempt) == "succeeded"
     world.reconcile()
     assert world.run(started.run_id).attempts[0].events == attempt.events  # nothing appended
+
+
+def test_a_hint_read_records_the_job_s_own_start_time_once(world: World) -> None:
+    t0 = world.vertex.now()
+    started = world.request_run("flex-a100")
+    assert started.job_name is not None
+    advance(world, PROVISIONING + timedelta(minutes=3))  # RUNNING for 3 minutes already
+    hint = Message(*job_state_message(started.job_name, "JOB_STATE_RUNNING"), "hint-running")
+
+    first, again = world.deliver_hints([hint, hint])
+    [attempt] = world.run(started.run_id).attempts
+
+    assert (first.outcome, again.outcome) == (JobStateOutcome.RECORDED, JobStateOutcome.DROPPED)
+    assert attempt.events[-1] == AttemptEvent(JobStateName.RUNNING, t0 + PROVISIONING)
+    assert [event.state for event in attempt.events].count(JobStateName.RUNNING) == 1
+    assert attempt.started_at == t0 + PROVISIONING  # the job's start_time, not the hint's read
 
 
 def test_a_capacity_end_keeps_its_class_and_no_start(world: World) -> None:
