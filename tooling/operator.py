@@ -34,7 +34,6 @@ from tooling.common import (
     no_credentials,
     print_json,
 )
-from tooling.history_view import history_text, with_history_documents
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -237,6 +236,8 @@ def _run_status(args: argparse.Namespace) -> int:
         runs = [run for run in runs if run.status is RunStatus.WAITING_DATA]
     now = utc_now()
     waits = data_waits_of(config, ledger, runs, now)
+    from tooling.history_view import history_text, with_history_documents
+
     if args.json:
         documents = [run_document(run, waits.get(run.run_id)) for run in runs]
         if args.history:
