@@ -321,7 +321,7 @@ QUEUED = an_attempt(1, job_name=job_name(1), state="JOB_STATE_QUEUED")
             ),
             False,
             id="running-now",
-        ),  # fmt: skip
+        ),
         pytest.param(
             replace(a_run(operator_grant=2), start_deadline=NOW), False, id="operator-retried"
         ),
