@@ -123,11 +123,13 @@ def describe_deadline(run: Run) -> str:
     return run.start_deadline.isoformat() if run.start_deadline else "none"
 
 
-def tried_lines(run: Run) -> list[str]:
+def tried_lines(run: Run, last_ended: str | None = None) -> list[str]:
     """One line per placement the run tried or passed over, oldest first, and why it did not
     start the job: each attempt's skips, then its own placement and how its job ended (or the
-    state it was left in). For a deadline-missed alert."""
+    state it was left in; ``last_ended``: how the last attempt's job ended, when that end is
+    being decided now and not recorded yet). For a deadline-missed alert."""
     lines: list[str] = []
+    last = run.last_attempt
     for attempt in run.attempts:
         for skip in attempt.skips:
             lines.append(
@@ -136,9 +138,8 @@ def tried_lines(run: Run) -> list[str]:
             )
         if attempt.job_name is None and attempt.error is None:
             continue  # the intent of a walk that created nothing: its skips said it all
-        lines.append(
-            f"attempt {attempt.number}: {describe_record(attempt.placement)}: {_outcome(attempt)}"
-        )
+        outcome = last_ended if last_ended and attempt is last else _outcome(attempt)
+        lines.append(f"attempt {attempt.number}: {describe_record(attempt.placement)}: {outcome}")
     for skip in run.no_placement_skips:
         lines.append(
             f"{describe_record(skip.placement)}: could not take the job ({skip.skip_class}): "
@@ -177,9 +178,10 @@ def describe_record(record: Mapping[str, Any]) -> str:
     return "unknown placement"
 
 
-def missed_message(run: Run, template: str, why: str) -> str:
-    """The deadline-missed alert's message: what happened and every placement tried."""
-    lines = tried_lines(run)
+def missed_message(run: Run, template: str, why: str, last_ended: str | None = None) -> str:
+    """The deadline-missed alert's message: what happened and every placement tried
+    (``tried_lines``)."""
+    lines = tried_lines(run, last_ended)
     tried = "\n".join(lines) if lines else "(no placement was tried)"
     return (
         f"run {run.run_id} of template {template!r} has no job running and cannot start one "

@@ -384,7 +384,14 @@ def _deadline_missed(
     return _failed(
         AlertReason.DEADLINE_MISSED,
         deadlines.missed_message(
-            run, template.name, f"its last job {classification.summary}, and {why}"
+            run,
+            template.name,
+            f"its last job {classification.summary}, and {why}",
+            last_ended=(
+                f"{classification.failure.value}: {classification.message}"
+                if classification.failure
+                else classification.summary
+            ),
         ),
         deadlines.missed_what_to_do(run, template.name),
     )
