@@ -147,6 +147,52 @@ def test_a_run_waiting_for_a_placement_past_its_deadline_is_ended_by_the_reconci
     assert "absent-pool" in missed[0]["message"]
 
 
+def test_a_job_queued_at_its_deadline_is_cancelled_and_the_run_fails_with_one_alert(
+    timed: World,
+) -> None:
+    from test_reconcile_watchdogs import _keep_the_pools_queue_blocked
+
+    _keep_the_pools_queue_blocked(timed)
+    started = _dispatch(timed, _request(timed, "pool-then-flex-by-2h"))
+    assert started.outcome is DispatchOutcome.SUBMITTED
+    timed.vertex.advance(110 * MINUTE)
+    assert timed.reconcile().watchdog_cancels == 0  # queued, and the deadline is 10 minutes away
+
+    timed.vertex.advance(11 * MINUTE)
+    cancelled = timed.reconcile()
+    assert cancelled.watchdog_cancels == 1
+    assert of_run(timed.alerts.pull(), started.run_id) == []  # the watchdog's alert is not sent
+    timed.vertex.advance(10)  # the cancel takes effect
+    decided = timed.reconcile()
+
+    assert decided.decisions_made == 1
+    run = timed.run(started.run_id)
+    assert run.status is RunStatus.FAILED
+    assert run.attempts[0].state == "JOB_STATE_CANCELLED"
+    assert len(timed.creates(started.run_id)) == 1  # no fallback past the deadline
+    [alert] = of_run(timed.alerts.pull(), started.run_id)
+    assert alert.body()["reason"] == AlertReason.DEADLINE_MISSED.value
+    assert "persistent_resource a100-pool" in alert.body()["message"]
+
+
+def test_a_running_job_is_never_cancelled_for_the_deadline(timed: World) -> None:
+    timed.vertex.call(
+        "POST", "outcomes", {"display_name": "^flexa-", "result": "succeeded", "duration": "5h"}
+    )
+    started = _dispatch(timed, _request(timed, "a100-by-1h"))
+    timed.vertex.advance(5 * MINUTE)
+    timed.reconcile()
+    assert timed.run(started.run_id).status is RunStatus.RUNNING
+
+    timed.vertex.advance(3 * 60 * MINUTE)  # far past the deadline, the job still running
+    report = timed.reconcile()
+
+    assert report.watchdog_cancels == 0
+    assert report.deadlines_missed == 0
+    assert timed.run(started.run_id).status is RunStatus.RUNNING
+    assert of_run(timed.alerts.pull(), started.run_id) == []
+
+
 def test_a_request_that_would_lengthen_the_deadline_is_rejected_and_alerted_once(
     timed: World,
 ) -> None:
