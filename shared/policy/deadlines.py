@@ -32,7 +32,7 @@ from shared.config.model import FlexStartPlacement, Placement
 from shared.model.jobstates import JobStateName
 from shared.model.runs import Attempt, Run
 from shared.model.triggers import JobRequest, ObjectFinalized, ScheduleTick, Trigger
-from shared.policy.run_history import started
+from shared.policy.run_history import outcome_class, started
 from shared.policy.timing import DEADLINE_MIN_USEFUL_WAIT
 
 
@@ -58,24 +58,35 @@ def start_deadline(
     return (triggered_at or opened_at) + start_by
 
 
-def binds(run: Run) -> bool:
+RAN_CLASSES = frozenset({"user_code"})
+"""Failure classes only a job that ran can end with: the training code itself failed."""
+
+
+def binds(run: Run, ended_class: str | None = None) -> bool:
     """Whether ``run``'s deadline still applies: it has one, none of its jobs has started (the
     deadline is about starting; a retry of a job that ran is not bound by it), and no operator
-    has retried it (``vertex-dispatch retry`` of a run past its deadline means: start anyway)."""
+    has retried it (``vertex-dispatch retry`` of a run past its deadline means: start anyway).
+    ``ended_class``: the failure class of the last job's end being decided now (a job whose
+    start the history may not show yet, if no reading saw it RUNNING)."""
     return (
         run.start_deadline is not None
         and run.operator_grant is None
+        and ended_class not in RAN_CLASSES
         and not any(_ran(a) for a in run.attempts)
     )
 
 
-def deadline_of(run: Run) -> datetime | None:
+def deadline_of(run: Run, ended_class: str | None = None) -> datetime | None:
     """``run``'s deadline while it binds (``binds``), else None."""
-    return run.start_deadline if binds(run) else None
+    return run.start_deadline if binds(run, ended_class) else None
 
 
 def _ran(attempt: Attempt) -> bool:
-    return started(attempt) or attempt.state == JobStateName.RUNNING
+    return (
+        started(attempt)
+        or attempt.state == JobStateName.RUNNING
+        or outcome_class(attempt) in RAN_CLASSES
+    )
 
 
 def too_late(deadline: datetime | None, at: datetime) -> bool:

@@ -212,7 +212,7 @@ def _retry(
 ) -> Decision:
     policy = template.retry
     move = MOVE_BY_CLASS[failure]
-    deadline = deadlines.deadline_of(run)
+    deadline = deadlines.deadline_of(run, failure.value)
     if deadlines.too_late(deadline, now):
         return _deadline_missed(run, template, classification, "its deadline has come")
     next_index = _next_placement(run, template, index)

@@ -64,6 +64,7 @@ def template(start_by: timedelta | None = None, chain: tuple = CHAIN) -> Templat
             attempts=5,
             backoff_base=timedelta(minutes=30),
             backoff_cap=timedelta(hours=2),
+            user_failures=1,
             retry_on=frozenset({FailureClass.CAPACITY, FailureClass.INFRASTRUCTURE}),
         ),
         start_by=start_by,
@@ -298,6 +299,12 @@ RAN_EVENT = replace(
     an_attempt(1, job_name=job_name(1), state="JOB_STATE_FAILED"),
     events=(AttemptEvent("JOB_STATE_RUNNING", NOW - HOUR),),
 )
+USER_EXIT = classify_error(
+    "JOB_STATE_FAILED",
+    3,
+    "The replica workerpool0-0 exited with a non-zero status of 1. To find out more about why "
+    "your job exited please check the logs: https://console.cloud.google.com/logs/viewer",
+)
 QUEUED = an_attempt(1, job_name=job_name(1), state="JOB_STATE_QUEUED")
 
 
@@ -324,6 +331,22 @@ QUEUED = an_attempt(1, job_name=job_name(1), state="JOB_STATE_QUEUED")
         ),
         pytest.param(
             replace(a_run(operator_grant=2), start_deadline=NOW), False, id="operator-retried"
+        ),
+        pytest.param(
+            replace(
+                a_run(
+                    RunStatus.WAITING_RETRY,
+                    an_attempt(
+                        1,
+                        job_name=job_name(1),
+                        state="JOB_STATE_FAILED",
+                        error={"class": "user_code", "message": "exit 1"},
+                    ),
+                ),
+                start_deadline=NOW,
+            ),
+            False,
+            id="user-code-failed-so-it-ran",
         ),
     ],
 )
@@ -370,6 +393,9 @@ def _failed_run(deadline: datetime | None, failure: Any = STOCKOUT) -> Any:
             id="backoff-retry-would-come-too-late",
         ),
         pytest.param(NOW + 3 * HOUR, INTERNAL, RunStatus.WAITING_RETRY, None, id="backoff-in-time"),
+        pytest.param(
+            NOW - MINUTE, USER_EXIT, RunStatus.WAITING_RETRY, None, id="user-code-ran-not-bound"
+        ),
     ],
 )
 def test_a_retry_or_fallback_that_cannot_start_before_the_deadline_misses_it(
