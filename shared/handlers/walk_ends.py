@@ -207,6 +207,7 @@ def no_placement(submission: Submission, walk: Walk) -> DispatchResult:
             walk,
             "no placement can take the job now, and the next try "
             f"({next_retry.at.isoformat()}) would be too late",
+            refusal_recorded=True,
         )
     # The walk's skips go on the run when it claimed no attempt (else they are the attempt's).
     skips = () if walk.claimed else walk.recorded_skips()
@@ -247,15 +248,18 @@ def no_placement(submission: Submission, walk: Walk) -> DispatchResult:
     return DispatchResult(DispatchOutcome.WAITING, run.run_id, detail=reasons)
 
 
-def deadline_missed(submission: Submission, walk: Walk, why: str) -> DispatchResult:
+def deadline_missed(
+    submission: Submission, walk: Walk, why: str, *, refusal_recorded: bool = False
+) -> DispatchResult:
     """The run cannot have a job running by its deadline (``policy.deadlines.too_late``): it
     ends FAILED with one ``deadline_missed`` alert naming every placement its attempts tried and
     this walk passed over, and why. No job is created: one created now would start too late.
 
     The walk's own refusals are recorded first when it claimed the attempt (as for any walk that
-    created no job), so the run's record says what was tried."""
+    created no job; ``refusal_recorded``: the caller did), so the run's record says what was
+    tried."""
     snapshot, attempt_number = walk.snapshot, walk.attempt_number
-    if walk.claimed and walk.last_refusal is not None:
+    if walk.claimed and walk.last_refusal is not None and not refusal_recorded:
         snapshot = submission.ledger.record_refused_create(
             snapshot, attempt_number, walk.last_refusal, walk.recorded_skips()
         )

@@ -147,6 +147,32 @@ def test_a_run_waiting_for_a_placement_past_its_deadline_is_ended_by_the_reconci
     assert "absent-pool" in missed[0]["message"]
 
 
+@pytest.mark.parametrize(
+    ("delivered_after", "why"),
+    [
+        pytest.param(45, "would be too late", id="its-next-wait-would-pass-the-deadline"),
+        pytest.param(55, "its deadline has come", id="delivered-too-close-to-the-deadline"),
+    ],
+)
+def test_a_retry_that_cannot_start_by_the_deadline_ends_the_run_in_dispatch(
+    timed: World, delivered_after: int, why: str
+) -> None:
+    started = _dispatch(timed, _request(timed, "pool-missing-by-1h"))
+    timed.vertex.advance(21 * MINUTE)
+    timed.reconcile()  # publishes the planned retry (due after backoff.base, 20m)
+    [retry] = of_run(timed.retries.pull(), started.run_id)
+    timed.vertex.advance((delivered_after - 21) * MINUTE)
+
+    [result] = timed.deliver_retries([retry])
+
+    assert result.outcome is DispatchOutcome.REJECTED
+    assert why in (result.detail or "")
+    assert timed.run(started.run_id).status is RunStatus.FAILED
+    reasons = [m.body()["reason"] for m in of_run(timed.alerts.pull(), started.run_id)]
+    assert reasons.count(AlertReason.DEADLINE_MISSED.value) == 1
+    assert timed.reconcile().deadlines_missed == 0  # ended: not read as waiting any more
+
+
 def test_a_job_queued_at_its_deadline_is_cancelled_and_the_run_fails_with_one_alert(
     timed: World,
 ) -> None:
