@@ -383,6 +383,10 @@ class Template:
     # How long a placement that just failed for capacity is skipped by new attempts; None: the
     # config's. timedelta(0) turns the cooldown off.
     cooldown: timedelta | None = None
+    # The run must have a job RUNNING this long after its trigger (docs/architecture.md,
+    # "Deadlines"): the chain's waits are cut to it, and a run that cannot start by then ends
+    # with a deadline_missed alert. A job request may shorten it. None: no deadline.
+    start_by: timedelta | None = None
     # A sweep or a pipeline instead of a CustomJob (at most one is set); the job spec is then
     # the trial job / the training task (shared.model.job_kinds).
     hyperparameter_tuning: HyperparameterTuning | None = None

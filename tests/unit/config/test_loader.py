@@ -344,6 +344,10 @@ POOL = f"{T}.worker_pools[0]"
         ("cooldown", "8d", "cooldown", "out of range"),
         ("cooldown", -60, "cooldown", "cannot be negative"),
         (f"{T}.cooldown", "30d", f"{T}.cooldown", "out of range"),
+        (f"{T}.start_by", "by dawn", f"{T}.start_by", "not a duration"),
+        (f"{T}.start_by", "-6h", f"{T}.start_by", "not a duration"),
+        (f"{T}.start_by", -60, f"{T}.start_by", "cannot be negative"),
+        (f"{T}.start_by", "0s", f"{T}.start_by", "longer than 0s"),
     ],
 )
 def test_each_broken_rule_is_reported_at_its_key_path(
@@ -376,6 +380,12 @@ def test_the_watchdog_limits_load_with_their_defaults() -> None:
         timedelta(days=2),
     )
     assert loaded.no_placement_alert == timedelta(hours=1)
+
+
+def test_start_by_loads_and_defaults_to_no_deadline() -> None:
+    assert parse(base_config()).templates["resnet"].start_by is None
+    loaded = parse(with_value(base_config(), f"{T}.start_by", "6h"))
+    assert loaded.templates["resnet"].start_by == timedelta(hours=6)
 
 
 def test_the_cooldown_loads_with_its_default_and_a_templates_own() -> None:
