@@ -66,6 +66,7 @@ from shared.policy.cooldown import (
 )
 from shared.policy.duplicates import FoundJob, counts_for, sort_out
 from shared.policy.records import describe_placement, placement_kind, placement_record
+from shared.policy.run_history import previous_output
 from shared.policy.timing import INTENT_LEASE
 from shared.validation.chain import check_chain
 
@@ -165,6 +166,7 @@ def _walk_placements(
         indices=order,
         read_resource=vertex.get_persistent_resource,
         read_reservation=compute.get_reservation,
+        previous_output=previous_output(snapshot.run.attempts, attempt_number),
     )
     for check in chain:
         walk.reach(check.index)
@@ -255,6 +257,7 @@ def _claim_and_create(
         intent_at=submission.now(),
         skips=walk.recorded_skips(),
         job_kind=rendered.kind,
+        output_dir=rendered.custom_job.job_spec.base_output_directory.output_uri_prefix or None,
     )
     # The intent names this placement before its create (LedgerConflict: another delivery
     # won); moving it from a refused placement is the same compare-and-set on our own claim.

@@ -64,8 +64,10 @@ def check_chain(
     indices: Sequence[int] | None = None,
     read_resource: ResourceReader | None = None,
     read_reservation: ReservationReader | None = None,
+    previous_output: str | None = None,
 ) -> Iterator[PlacementCheck]:
     """Each placement of ``template``'s chain at ``indices`` (all by default), in order.
+    ``previous_output``: the output directory the attempt resumes from (``jobspec.render_job``).
 
     ``read_resource`` reads a persistent resource and ``read_reservation`` a named reservation
     for the live rules; None checks those placements offline only.
@@ -80,6 +82,7 @@ def check_chain(
             attempt=attempt,
             read_resource=read_resource,
             read_reservation=read_reservation,
+            previous_output=previous_output,
         )
 
 
@@ -93,6 +96,7 @@ def check_placement(
     attempt: int,
     read_resource: ResourceReader | None = None,
     read_reservation: ReservationReader | None = None,
+    previous_output: str | None = None,
 ) -> PlacementCheck:
     """Render attempt ``attempt`` of run ``run_id`` on placement ``index`` and validate it."""
     placement = template.placements[index]
@@ -105,6 +109,7 @@ def check_placement(
             default_region=config.region,
             run_id=run_id,
             attempt=attempt,
+            previous_output=previous_output,
         )
     except InvalidJobSpec as error:
         violation = Violation("jobSpec", Rule.JOB_SPEC, str(error))
