@@ -58,6 +58,9 @@ FILLED_SPEC_KEYS = re.compile(
 # shared.policy.jobspec.FILLED_FIELDS, filled by shared.policy.job_wrappers).
 MODEL_DISPLAY_NAME_FIELD: Final = "modelToUpload.displayName"
 MODEL_ARTIFACT_URI_FIELD: Final = "modelToUpload.artifactUri"
+# The environment variable a retry's job gets the same value in, on every program
+# (shared.policy.jobspec); a template may not set it itself (shared.config.shorthand).
+PREVIOUS_OUTPUT_ENV: Final = "VERTEX_DISPATCH_PREVIOUS_OUTPUT"
 # The base output directory is shared by every attempt of a run (so Vertex AI's
 # AIP_CHECKPOINT_DIR is the same and a resubmission resumes): these built-ins vary per attempt
 # and are refused there (shared.config.templates).

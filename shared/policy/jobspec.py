@@ -62,7 +62,11 @@ from shared.config.model import (
     SpotPlacement,
     Template,
 )
-from shared.config.placeholders import MODEL_ARTIFACT_URI_FIELD, MODEL_DISPLAY_NAME_FIELD
+from shared.config.placeholders import (
+    MODEL_ARTIFACT_URI_FIELD,
+    MODEL_DISPLAY_NAME_FIELD,
+    PREVIOUS_OUTPUT_ENV,
+)
 from shared.config.placements import RESERVATION_NAME_KEY
 from shared.model.errors import InvalidJobSpec
 from shared.model.job_kinds import JobKind
@@ -87,8 +91,6 @@ FILLED_FIELDS: Final[tuple[str, ...]] = (
     MODEL_DISPLAY_NAME_FIELD,
     MODEL_ARTIFACT_URI_FIELD,
 )
-
-PREVIOUS_OUTPUT_ENV: Final = "VERTEX_DISPATCH_PREVIOUS_OUTPUT"
 
 RUN_LABEL: Final = "vd-run"
 ATTEMPT_LABEL: Final = "vd-attempt"

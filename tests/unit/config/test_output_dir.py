@@ -77,3 +77,15 @@ def test_attempt_and_previous_output_are_fine_in_args_and_env(where: str) -> Non
         config["templates"]["resnet"]["worker_pools"][0]["env"] = {"RESUME": "x"}
     config = with_value(config, where, "--resume={previous_output} --try={attempt}")
     parse(config)
+
+
+def test_a_template_may_not_set_the_previous_output_env_itself() -> None:
+    config = base_config()
+    config["templates"]["resnet"]["worker_pools"][0]["env"] = {
+        "VERTEX_DISPATCH_PREVIOUS_OUTPUT": "gs://acme-out/old/"
+    }
+    with pytest.raises(InvalidConfig) as raised:
+        parse(config)
+    [problem] = raised.value.problems
+    assert problem.path == f"{T}.worker_pools[0].env.VERTEX_DISPATCH_PREVIOUS_OUTPUT"
+    assert "use {previous_output}" in problem.message
