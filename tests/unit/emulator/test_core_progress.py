@@ -12,6 +12,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from composite_builders import job_spec, pipeline, sweep
 from core_builders import PARENT, START, job, new_emulator, pool, state_of
 from google.cloud import aiplatform_v1
 
@@ -209,3 +210,23 @@ def test_an_outcome_with_work_says_so_in_its_description() -> None:
         "work": 6 * HOUR,
         "checkpoint_every": 30 * MINUTE,
     }
+
+
+def test_each_trial_of_a_sweep_and_a_pipelines_training_task_keep_their_progress() -> None:
+    emulator = new_emulator(outcome_rules=[{"work": "1h", "checkpoint_every": "10m"}])
+    sweep_out = {"baseOutputDirectory": {"outputUriPrefix": "gs://acme-models/sweep"}}
+    pipeline_out = {"baseOutputDirectory": {"outputUriPrefix": "gs://acme-models/pipe/"}}
+    emulator.create_hyperparameter_tuning_job(
+        PARENT, sweep(max_trials=2, parallel=2, spec=job_spec(**sweep_out))
+    )
+    emulator.create_training_pipeline(PARENT, pipeline(spec=job_spec(**pipeline_out)))
+    emulator.advance_clock(2 * HOUR)
+
+    directories = emulator.progress()["directories"]
+    # Vertex AI's layout: a trial writes under DIR/TRIAL/.
+    assert sorted(d["output_dir"] for d in directories) == [
+        "gs://acme-models/pipe/",
+        "gs://acme-models/sweep/1/",
+        "gs://acme-models/sweep/2/",
+    ]
+    assert all(d["done"] and d["redone_seconds"] == 0 for d in directories)
