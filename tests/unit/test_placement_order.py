@@ -138,8 +138,12 @@ def runs_of(*attempts: Attempt) -> list[Run]:
             id="fewer-failures-first-among-the-never-started",
         ),
         pytest.param(
-            (started(A, 1 * MINUTE), started(A, 100 * MINUTE), started(A, 2 * MINUTE))
-            + (started(B, 10 * MINUTE),),
+            (
+                started(A, 1 * MINUTE),
+                started(A, 100 * MINUTE),
+                started(A, 2 * MINUTE),
+                started(B, 10 * MINUTE),
+            ),
             (A, B, C),
             id="the-median-not-the-mean",
         ),
@@ -149,7 +153,7 @@ def runs_of(*attempts: Attempt) -> list[Run]:
             id="outside-the-window-counts-for-nothing",
         ),
         pytest.param(
-            (started(A, 1 * MINUTE, ago=LEARNING_WINDOW - 2 * HOUR),) + (started(B, 20 * MINUTE),),
+            (started(A, 1 * MINUTE, ago=LEARNING_WINDOW - 2 * HOUR), started(B, 20 * MINUTE)),
             (A, B, C),
             id="inside-the-window-counts",
         ),
@@ -239,8 +243,11 @@ def test_each_placement_says_why_it_is_where_it_is(
             id="every-placement-used-lately-nothing-to-explore",
         ),
         pytest.param(
-            (started(A, 5 * MINUTE, ago=LONG_UNUSED + 3 * HOUR),)
-            + (started(B, 10 * MINUTE), started(C, 10 * MINUTE)),
+            (
+                started(A, 5 * MINUTE, ago=LONG_UNUSED + 3 * HOUR),
+                started(B, 10 * MINUTE),
+                started(C, 10 * MINUTE),
+            ),
             None,
             A,
             id="the-best-one-long-unused-is-first-anyway",
