@@ -16,7 +16,8 @@ Pure rules over plain data (the runs ``Ledger.recent_runs`` read, an injected ``
   first. Ties keep the written order. Exploration: for about ``EXPLORE_SHARE`` of runs (drawn from
   the run id, so every delivery and every later walk of a run sees the same order) one untried
   or long-unused placement (not used for ``LONG_UNUSED``) goes first, so that a placement whose
-  capacity came back is measured again.
+  capacity came back is measured again; a template with no history at all keeps its written
+  order. What a placement costs is not measured: the written order is the only say cost has.
 - ``recorded_order`` / ``start_of_order``: the order a run recorded (``Run.placement_order``),
   when it still fits its template's chain, and where a walk that starts over begins.
 
@@ -279,7 +280,9 @@ def _explored(
         if (last := of[index].last_used) is None or now - last >= LONG_UNUSED
     ]
     draw, pick = run_draws(run_id)
-    if not candidates or draw >= EXPLORE_SHARE:
+    # Nothing measured yet: the written order is all there is to go by (it may rank by cost).
+    nothing_measured = not any(stats.tried for stats in of)
+    if nothing_measured or not candidates or draw >= EXPLORE_SHARE:
         return None
     return candidates[int(pick * len(candidates))]
 

@@ -242,6 +242,7 @@ def test_each_placement_says_why_it_is_where_it_is(
             B,
             id="every-placement-used-lately-nothing-to-explore",
         ),
+        pytest.param((), None, A, id="no-history-at-all-keeps-the-written-head"),
         pytest.param(
             (
                 started(A, 5 * MINUTE, ago=LONG_UNUSED + 3 * HOUR),
