@@ -26,11 +26,11 @@ from shared.model.runs import Attempt, Run
 from shared.policy.records import placement_record
 from tooling.planning import (
     LIVE_CHECKS_FLEX_START,
-    HistoryUnavailable,
     LIVE_CHECKS_ON_DEMAND,
     LIVE_CHECKS_PERSISTENT_RESOURCE,
     LIVE_CHECKS_RESERVATION,
     LIVE_CHECKS_SPOT,
+    HistoryUnavailable,
     Plan,
     PlanUsageError,
     PlanVerdict,
