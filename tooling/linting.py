@@ -81,10 +81,13 @@ The shipped events: success-marker.json (valid, exit 0), shard.json (a shard bes
 marker: no route, exit 3), job-request.json and scheduler-tick.json (push bodies: valid, 0).
 
 Nothing is written or created: no ledger entry, no Vertex AI or Pub/Sub call. Persistent
-resources and manifests are not read (live checks skipped). Exit status: 0 the first placement
-planned is valid, 1 the event is rejected or the job is invalid, 2 usage error (or a retry
-message, which only the ledger can plan), 3 the event matches no route,
-141 the output's reader left before all of it was written (`| head`), whatever the verdict.
+resources and manifests are not read (live checks skipped). The placements are listed in the
+order dispatch would try them, with why; for a template with placement_order: learned,
+--history-from-ledger reads (never writes) the template's recent runs in the ledger to learn it,
+and without it, or when the ledger cannot be read, the chain is shown as written.
+Exit status: 0 the first placement planned is valid, 1 the event is rejected or the job is
+invalid, 2 usage error (or a retry message, which only the ledger can plan), 3 the event matches
+no route, 141 the output's reader left before all of it was written (`| head`), whatever the verdict.
 """
 
 
