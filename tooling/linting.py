@@ -87,7 +87,8 @@ order dispatch would try them, with why; for a template with placement_order: le
 and without it, or when the ledger cannot be read, the chain is shown as written.
 Exit status: 0 the first placement planned is valid, 1 the event is rejected or the job is
 invalid, 2 usage error (or a retry message, which only the ledger can plan), 3 the event matches
-no route, 141 the output's reader left before all of it was written (`| head`), whatever the verdict.
+no route, 141 the output's reader left before all of it was written (`| head`), whatever
+the verdict.
 """
 
 
