@@ -15,6 +15,8 @@ import weakref
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 
+from google.api_core import exceptions as api_exceptions
+
 from shared.adapters.ledger import Ledger
 from shared.config.model import Config, Template
 from shared.logs import log
@@ -28,20 +30,39 @@ logger = logging.getLogger(__name__)
 
 HISTORY_RUNS = 200  # the newest runs of a template read: a week of several runs an hour
 
-# Per ledger (one per instance) and template: when its recent runs were read, and the runs.
-_History = dict[str, tuple[datetime, tuple[Run, ...]]]
+# Per ledger (one per instance) and template: when its recent runs were read, and the runs
+# (None: the read failed, and is not tried again before the interval is over either).
+_History = dict[str, tuple[datetime, tuple[Run, ...] | None]]
 _read: weakref.WeakKeyDictionary[Ledger, _History] = weakref.WeakKeyDictionary()
 _lock = threading.Lock()  # functions-framework serves requests on threads
 
 
-def recent_runs(ledger: Ledger, template: str, now: datetime) -> tuple[Run, ...]:
+def recent_runs(
+    ledger: Ledger, template: str, now: datetime, *, labels: Mapping[str, str] | None = None
+) -> tuple[Run, ...] | None:
     """``template``'s newest runs, as read by this instance less than
-    ``PLACEMENT_HISTORY_READ_EVERY`` ago, else read now (``DispatchError`` when unreadable)."""
+    ``PLACEMENT_HISTORY_READ_EVERY`` ago, else read now; None when they could not be read
+    (logged; a failed read is not tried again within the interval either: a ledger without the
+    query's index must not cost every submission a failing query)."""
     with _lock:
         cached = _read.get(ledger, {}).get(template)
     if cached is not None and timedelta(0) <= now - cached[0] < PLACEMENT_HISTORY_READ_EVERY:
         return cached[1]
-    runs = tuple(snapshot.run for snapshot in ledger.recent_runs(template, limit=HISTORY_RUNS))
+    runs: tuple[Run, ...] | None
+    try:
+        runs = tuple(snapshot.run for snapshot in ledger.recent_runs(template, limit=HISTORY_RUNS))
+    except (DispatchError, api_exceptions.GoogleAPICallError) as error:
+        # FailedPrecondition (the composite index missing) reaches here untranslated.
+        runs = None
+        log(
+            logger,
+            logging.WARNING,
+            "placement history unreadable; learned orders walk the chain as written",
+            labels=labels or {},
+            template=template,
+            error=str(error),
+            retry_after_s=PLACEMENT_HISTORY_READ_EVERY.total_seconds(),
+        )
     with _lock:
         _read.setdefault(ledger, {})[template] = (now, runs)
     return runs
@@ -58,19 +79,11 @@ def choose_order(
 ) -> LearnedOrder:
     """The order run ``run`` of ``template`` (``placement_order: learned``) walks its chain in,
     logged with why; the chain as written when the history cannot be read."""
-    try:
-        history = recent_runs(ledger, template.name, now)
-    except DispatchError as error:
+    history = recent_runs(ledger, template.name, now, labels=labels)
+    if history is None:
         chosen = written_order(template, "as written: the placement history could not be read")
-        log(
-            logger,
-            logging.WARNING,
-            "placement history unreadable; walking the chain as written",
-            labels=labels,
-            error=str(error),
-        )
-        return chosen
-    chosen = learn_order(template, config.region, history, run_id=run.run_id, now=now)
+    else:
+        chosen = learn_order(template, config.region, history, run_id=run.run_id, now=now)
     log(
         logger,
         logging.INFO,
@@ -82,6 +95,6 @@ def choose_order(
             f"{describe_placement(template.placements[index])}: {chosen.reasons[index]}"
             for index in chosen.order
         ],
-        history_runs=len(history),
+        history_runs=None if history is None else len(history),
     )
     return chosen

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import random
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -20,6 +21,9 @@ from typing import Any
 import pytest
 from jobstate_test_support import VertexAdmin, job_request, job_state_hint, message_published
 
+from emulator_stack import LOCAL_PROJECT
+from emulator_stack.ports import LOOPBACK, free_port
+from shared.adapters import clients
 from shared.adapters import vertex as vertex_api
 from shared.adapters.config_source import load_config
 from shared.adapters.ledger import Ledger, Run, RunStatus
@@ -212,3 +216,25 @@ def test_the_history_is_read_once_per_interval_per_instance(
     later = placement_orders.recent_runs(ledger, probe, now + PLACEMENT_HISTORY_READ_EVERY)
 
     assert (len(first), len(cached), len(later)) == (1, 1, 2)
+
+
+def test_an_unreadable_history_gives_the_written_order_and_is_not_read_again_at_once(
+    services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ledger whose Firestore does not answer (nothing listens on its port): the learned
+    template's run is ordered as written, and the next submission does not wait on the read."""
+    monkeypatch.setenv("FIRESTORE_EMULATOR_HOST", f"{LOOPBACK}:{free_port()}")
+    unreachable = Ledger(clients.firestore_client(LOCAL_PROJECT))
+    template = services.config.templates["learned-two-regions"]
+    now = services.now()
+    a_run = Run("r-unreadable", "k", "on-request", template.name, {})
+
+    chosen = placement_orders.choose_order(
+        unreachable, services.config, template, a_run, now=now, labels={}
+    )
+    started = time.monotonic()
+    again = placement_orders.recent_runs(unreachable, template.name, now + timedelta(minutes=1))
+
+    assert chosen.order == (CENTRAL, EAST)
+    assert "could not be read" in chosen.reasons[CENTRAL]
+    assert again is None and time.monotonic() - started < 1.0
