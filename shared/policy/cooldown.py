@@ -180,6 +180,6 @@ def walk_indices(
     any placement earlier in the order this run passed over for cooldown and never tried
     (``untried_passed_over``), in that order."""
     walked = tuple(order) if order is not None else tuple(range(len(template.placements)))
-    start = walked.index(first) if first in walked else 0
+    start = walked.index(first) if first in walked else len(walked)  # past the end: owed only
     owed = set(untried_passed_over(template, attempts))
     return (*(index for index in walked[:start] if index in owed), *walked[start:])
