@@ -74,6 +74,23 @@ class FailureClass(enum.Enum):
     UNKNOWN = "unknown"
 
 
+class WhenExceeded(enum.StrEnum):
+    """What a submission whose worst case would pass a GPU-hour budget does."""
+
+    WAIT = "wait"  # the run waits (WAITING_BUDGET) until the budget frees
+    REJECT = "reject"  # the run ends, alerted
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A cap on the GPU-hours a template's runs (or every template's, at the top level) may
+    spend over a rolling window (``policy.budgets``)."""
+
+    gpu_hours: float  # more than 0
+    per: timedelta  # the rolling window, longer than 0s
+    when_exceeded: WhenExceeded = WhenExceeded.WAIT
+
+
 @dataclass(frozen=True)
 class Guards:
     """Limits no request may widen. An empty tuple means "no restriction" for that guard."""
@@ -383,6 +400,8 @@ class Template:
     # How long a placement that just failed for capacity is skipped by new attempts; None: the
     # config's. timedelta(0) turns the cooldown off.
     cooldown: timedelta | None = None
+    # The template's GPU-hour budget (its runs together); None: none of its own.
+    budget: Budget | None = None
     # A sweep or a pipeline instead of a CustomJob (at most one is set); the job spec is then
     # the trial job / the training task (shared.model.job_kinds).
     hyperparameter_tuning: HyperparameterTuning | None = None
@@ -466,5 +485,7 @@ class Config:
     data_timeout: timedelta = DEFAULT_DATA_TIMEOUT  # a run waiting for its data, at most
     alert_webhook: AlertWebhook | None = None
     guards: Guards = Guards()
+    # The GPU-hour budget of every template's runs together; None: none.
+    budget: Budget | None = None
     routes: tuple[Route, ...] = ()
     templates: Mapping[str, Template] = field(default_factory=dict)

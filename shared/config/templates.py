@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from shared.config.budgets import read_budget
 from shared.config.encryption import read_encryption_key
 from shared.config.fields import read_duration, read_mapping, read_text, read_text_list
 from shared.config.importers import (
@@ -69,7 +70,7 @@ TEMPLATE_KEYS = frozenset(
     | {"base_output_dir", "experiment", "experiment_run", "placement", "retry"}
     | {"max_queue", "no_placement_alert", "no_placement_give_up"}
     | {"encryption_key"}
-    | {"cooldown"}
+    | {"cooldown", "budget"}
     | set(KIND_KEYS)
 )
 IMPORTERS: Mapping[str, Callable[[object, str, Problems], ImportedJob | None]] = {
@@ -144,6 +145,7 @@ def read_template(
         or imported.encryption_key
     )
     cooldown = read_cooldown(spec.get("cooldown"), child(path, "cooldown"), problems)
+    budget = read_budget(spec.get("budget"), child(path, "budget"), problems)
     if placements is None:
         return None
     form = next(TemplateForm(key) for key in SPEC_SOURCES if spec.get(key) is not None)
@@ -170,6 +172,7 @@ def read_template(
         no_placement_give_up=limits["no_placement_give_up"],
         encryption_key=encryption_key,
         cooldown=cooldown,
+        budget=budget,
         hyperparameter_tuning=tuning,
         training_pipeline=pipeline,
         origin=origin,

@@ -48,6 +48,7 @@ from shared.adapters.ledger import (
     RunSnapshot,
 )
 from shared.config.model import FailureClass, Placement
+from shared.handlers import budgets as budget_reservations
 from shared.handlers import cooldowns, duplicates, walk_ends
 from shared.handlers.walk import Submission, Walk
 from shared.logs import log
@@ -56,7 +57,8 @@ from shared.model.alerts import AlertReason
 from shared.model.errors import InvalidJobSpec, TransientError
 from shared.model.results import DispatchOutcome, DispatchResult
 from shared.model.runs import SkipClass
-from shared.policy import jobspec
+from shared.policy import budgets, jobspec
+from shared.policy.budgets import Verdict
 from shared.policy.cooldown import (
     cooldown_of,
     cooling,
@@ -256,6 +258,14 @@ def _claim_and_create(
         skips=walk.recorded_skips(),
         job_kind=rendered.kind,
     )
+    # The worst case is reserved under the run's GPU-hour budgets before the claim; over a
+    # budget, the run waits or is refused and nothing is claimed. An attempt reserved already
+    # (a move along the chain, a takeover) is admitted, its reservation raised if this
+    # placement's worst case is larger (a machine override with more GPUs).
+    request = budgets.worst_case(rendered.custom_job, submission.template.hyperparameter_tuning)
+    admission = budget_reservations.reserve(submission, walk.snapshot.run, attempt_number, request)
+    if admission.verdict is not Verdict.ADMIT:
+        return walk_ends.over_budget(submission, walk, admission)
     # The intent names this placement before its create (LedgerConflict: another delivery
     # won); moving it from a refused placement is the same compare-and-set on our own claim.
     walk.snapshot = ledger.claim_attempt(walk.snapshot, intent)

@@ -69,3 +69,10 @@ dispatch's creates and the hints' reads instead of spending it on calls that wou
 VERTEX_THROTTLE_PAUSE_MAX = timedelta(minutes=15)
 """The longest such pause: past it, a throttle that lasts (another workload on the project's
 quota) is tried again every 15 minutes, each try one call, while hints keep recording states."""
+
+# GPU-hour budgets
+BUDGET_RECHECK_EVERY = timedelta(minutes=10)
+"""How often a run waiting for a budget (WAITING_BUDGET) is retried: dispatch checks the budget
+again each time. A reservation frees when its attempt's end is decided, which no event tells the
+waiting run; GPU jobs run for hours, so ten minutes late costs little, and a check is a couple of
+ledger reads."""
