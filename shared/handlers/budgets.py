@@ -66,6 +66,7 @@ def reserve(submission: Submission, run: Run, attempt: int, request: WorstCase) 
         return ADMITTED
     ledger = submission.ledger
     key = reservation_key(run.run_id, attempt)
+    claimed = run.attempt(attempt) is not None  # a takeover, or a move along the chain
     for _ in range(MAX_REAPPLY):
         read = ledger.budget_books([scope for scope, _ in scopes])
         now = submission.now()
@@ -75,7 +76,9 @@ def reserve(submission: Submission, run: Run, attempt: int, request: WorstCase) 
         claims: list[tuple[BudgetCheck, tuple[str, ...]]] = []
         for (scope, budget), (book, known) in zip(scopes, read, strict=True):
             settled = budgets.settle(book, runs, now, budget.per)
-            result = budgets.check(scope, budget, settled, key, request.gpu_hours, now)
+            result = budgets.check(
+                scope, budget, settled, key, request.gpu_hours, now, claimed=claimed
+            )
             checks.append(result)
             owed = budgets.threshold_claims(result, settled, now)
             claims.append((result, owed))

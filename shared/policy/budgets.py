@@ -219,11 +219,21 @@ def describe_scope(scope: str) -> str:
 
 
 def check(
-    scope: str, budget: Budget, book: BudgetBook, key: str, request: float, now: datetime
+    scope: str,
+    budget: Budget,
+    book: BudgetBook,
+    key: str,
+    request: float,
+    now: datetime,
+    *,
+    claimed: bool = False,
 ) -> BudgetCheck:
     """Whether the attempt ``key`` with worst case ``request`` fits ``budget`` (``book`` as
-    settled at ``now``). An attempt already reserved is admitted: it was, and holds its share."""
-    already = key in book.reservations
+    settled at ``now``). An attempt already reserved is admitted: it was, and holds its share.
+    So is one ``claimed`` already without a reservation (claimed before its budget was
+    configured): its job may exist, and a run with a live attempt cannot wait; it is reserved
+    from now on."""
+    already = key in book.reservations or claimed
     others = sum(r.gpu_hours for k, r in book.reservations.items() if k != key)
     used = spent(book, now, budget.per)
     demand = used + others + request

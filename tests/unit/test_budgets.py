@@ -233,6 +233,12 @@ def test_an_attempt_reserved_already_is_admitted_and_alerts_nothing() -> None:
     assert result.thresholds == ()
 
 
+def test_an_attempt_claimed_before_its_budget_existed_is_admitted_and_reserved() -> None:
+    book = _book(Reservation("r-r", 1, "t", 95.0, NOW))
+    result = budgets.check("template:t", WAIT, book, "r-old#1", 30.0, NOW, claimed=True)
+    assert (result.verdict, result.already_reserved) == (Verdict.ADMIT, True)
+
+
 @pytest.mark.parametrize(
     ("verdicts", "combined"),
     [
