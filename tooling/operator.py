@@ -359,11 +359,33 @@ def status_table(
         shown.append(line.rstrip())
         view = waits.get(run.run_id)
         shown.extend(f"  {detail}" for detail in (view.lines if view else ()))
+        shown.extend(f"  {detail}" for detail in _budget_wait_lines(run))
     footer = f"{len(runs)} run{'s' if len(runs) != 1 else ''}"
     waiting = sum(1 for run in runs if run.status.value == "WAITING_DATA")
     if waiting:
         footer += f", {waiting} waiting for data"
+    over_budget = sum(1 for run in runs if run.status.value == "WAITING_BUDGET")
+    if over_budget:
+        footer += f", {over_budget} waiting for a GPU-hour budget"
     return "\n".join([*shown, footer])
+
+
+def _budget_wait_lines(run: Run) -> list[str]:
+    """Under a run WAITING_BUDGET: which budget holds it and by how much (as dispatch recorded
+    it with the wait), and that the reconciler retries it."""
+    from shared.config.durations import describe_duration
+    from shared.policy.timing import BUDGET_RECHECK_EVERY
+
+    retry = run.next_retry
+    if run.status.value != "WAITING_BUDGET" or retry is None:
+        return []
+    why = retry.reason.removeprefix("budget: ")
+    every = describe_duration(BUDGET_RECHECK_EVERY)
+    return [
+        f"waits for its GPU-hour budget: {why}",
+        f"attempt {retry.attempt} is retried from {retry.at.isoformat()} (then every {every}) "
+        "until the budget frees",
+    ]
 
 
 def _status_row(run: Run, now: datetime) -> tuple[str, ...]:
@@ -375,7 +397,8 @@ def _status_row(run: Run, now: datetime) -> tuple[str, ...]:
     if retry is not None:
         wait = int((retry.at - now).total_seconds())
         when = f"in {wait}s" if wait > 0 else "due"
-        next_retry = f"#{retry.attempt} {when} ({retry.reason})"
+        reason = "budget" if run.status.value == "WAITING_BUDGET" else retry.reason
+        next_retry = f"#{retry.attempt} {when} ({reason})"
     return (
         run.run_id,
         run.status.value,

@@ -27,7 +27,7 @@ sees it; ``next_runs`` is the round-robin's ordered query.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -38,6 +38,13 @@ from google.api_core import retry as api_retry
 from google.protobuf.message import DecodeError
 
 from shared.adapters import clients
+from shared.model.budgets import (
+    CONFIG_SCOPE,
+    TEMPLATE_SCOPE_PREFIX,
+    BudgetBook,
+    book_from_document,
+    book_to_document,
+)
 from shared.model.cooldowns import Cooldown, cooldown_to_document, cooldowns_from_document
 from shared.model.data_waits import DataWait
 from shared.model.errors import BackendUnavailable
@@ -54,6 +61,7 @@ from shared.model.runs import (
     JOB_IDS_FIELD,
     LIVE_STATUSES,
     REOPENABLE_STATUSES,
+    RETRY_WAITING_STATUSES,
     WAITING_STATUSES,
     Attempt,
     AttemptOutcome,
@@ -74,6 +82,7 @@ from shared.model.runs import (
     utc_now,
     with_alert,
     with_attempt_state,
+    with_budget_wait,
     with_cancel_requested,
     with_claimed_attempt,
     with_data_ready,
@@ -102,6 +111,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CALL_TIMEOUT_SECONDS",
+    "BUDGETS_SUFFIX",
     "COOLDOWNS_DOCUMENT",
     "CREATE_FAILED_STATE",
     "DEFAULT_COLLECTION",
@@ -167,6 +177,8 @@ RECONCILER_STATE_DOCUMENT = "state"
 COOLDOWNS_SUFFIX = "-placements"
 COOLDOWNS_DOCUMENT = "cooldowns"
 COOLDOWNS_FIELD = "placements"
+# The GPU-hour budgets (shared.model.budgets): one document per scope, in a collection of its own.
+BUDGETS_SUFFIX = "-budgets"
 
 
 CALL_TIMEOUT_SECONDS = 20.0
@@ -378,6 +390,12 @@ class Ledger:
         changed = with_placement_wait(current.run, next_retry, since or self._clock(), skips)
         return self._write_if_unchanged(current, changed)
 
+    def wait_for_budget(self, current: RunSnapshot, next_retry: RetryPlan) -> RunSnapshot:
+        """Make the run wait for a GPU-hour budget (WAITING_BUDGET, ``next_retry`` published by
+        the reconciler when due), only if it is still ``current``: a delivery that claimed the
+        attempt meanwhile wins (``LedgerConflict``)."""
+        return self._write_if_unchanged(current, with_budget_wait(current.run, next_retry))
+
     def fail_waiting(self, current: RunSnapshot) -> RunSnapshot:
         """End a run that waited too long for a placement (FAILED), if only its alerts changed
         since ``current`` (the caller claimed the give-up alert in between): a delivery that
@@ -480,7 +498,7 @@ class Ledger:
         operator reopened the run, another pass noted this publish) is left as it is."""
 
         def change(run: Run) -> Run:
-            if run.status is not RunStatus.WAITING_RETRY or run.next_retry != plan:
+            if run.status not in RETRY_WAITING_STATUSES or run.next_retry != plan:
                 return run
             return with_retry_published(run, republish_at)
 
@@ -667,6 +685,55 @@ class Ledger:
         last = self._cooldowns_read
         if last is not None:
             self._cooldowns_read = (last[0], {**last[1], cooldown.key: cooldown})
+
+    def budget_books(self, scopes: Sequence[str]) -> list[tuple[BudgetBook, datetime | None]]:
+        """Each scope's budget book, read now (never cached: a reservation is decided on it),
+        with its document's update time, the token of ``write_budget_books`` (None: no document
+        yet)."""
+        books: list[tuple[BudgetBook, datetime | None]] = []
+        for scope in scopes:
+            with _translated_errors("get", f"budget {scope}"):
+                snapshot = self._budget_document(scope).get(
+                    retry=_READ_RETRY, timeout=CALL_TIMEOUT_SECONDS
+                )
+            fields = snapshot.to_dict() if snapshot.exists else None
+            books.append(
+                (book_from_document(scope, fields), snapshot.update_time if fields else None)
+            )
+        return books
+
+    def write_budget_books(self, writes: Sequence[tuple[BudgetBook, datetime | None]]) -> None:
+        """Write every book in one atomic batch, each only if its document is as read at the
+        given update time (None: only if it does not exist yet); otherwise ``LedgerConflict``
+        and nothing is written: another submission reserved meanwhile, read again."""
+        batch = self._client.batch()
+        for book, known in writes:
+            document = self._budget_document(book.scope)
+            fields = book_to_document(book)
+            if known is None:
+                batch.create(document, fields)
+            else:
+                option = self._client.write_option(last_update_time=known)
+                batch.update(document, fields, option=option)
+        scopes = ", ".join(book.scope for book, _ in writes)
+        try:
+            with _translated_errors("update", f"budgets {scopes}"):
+                batch.commit(retry=_WRITE_RETRY, timeout=CALL_TIMEOUT_SECONDS)
+        except (
+            api_exceptions.AlreadyExists,
+            api_exceptions.FailedPrecondition,
+            api_exceptions.NotFound,
+        ) as error:
+            raise LedgerConflict(
+                f"budget {scopes} changed since it was read; read it again"
+            ) from error
+
+    def _budget_document(self, scope: str) -> firestore.DocumentReference:
+        name = (
+            scope if scope == CONFIG_SCOPE else scope.replace(TEMPLATE_SCOPE_PREFIX, "template-", 1)
+        )
+        collection = self._collection + BUDGETS_SUFFIX
+        return self._client.collection(collection).document(name)
 
     def _cooldowns_document(self) -> firestore.DocumentReference:
         collection = self._collection + COOLDOWNS_SUFFIX

@@ -18,6 +18,7 @@ import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from shared.config.budgets import read_budget
 from shared.config.crosschecks import check_routes, check_waiting_routes_have_a_requests_topic
 from shared.config.fields import read_list, read_mapping, read_text
 from shared.config.guards import check_template, read_guards
@@ -42,7 +43,7 @@ TOP_LEVEL_KEYS = frozenset(
     {"project", "region", "alerts_topic", "requests_topic", "completions_topic"}
     | {"job_events_topic", "watchdog_grace", "reconcile_max_runs", "alert_webhook"}
     | {"no_placement_alert", "no_placement_give_up"}
-    | {"cooldown", "data_timeout"}
+    | {"cooldown", "data_timeout", "budget"}
     | {"guards", "routes", "templates"}
 )
 FileReader = Callable[[str], str]  # a reference as written in the config -> the file's text
@@ -86,6 +87,7 @@ def parse_config(
     cooldown = read_top_cooldown(top.get("cooldown"), "cooldown", problems)
     data_timeout = read_data_timeout(top.get("data_timeout"), "data_timeout", problems)
     guards = read_guards(top.get("guards"), "guards", problems)
+    budget = read_budget(top.get("budget"), "budget", problems)
     context = TemplateContext(
         project=project, region=region, read_file=read_file or read_file_beside(base_dir)
     )
@@ -120,6 +122,7 @@ def parse_config(
         data_timeout=data_timeout,
         alert_webhook=alert_webhook,
         guards=guards,
+        budget=budget,
         routes=tuple(routes.values()),
         templates=templates,
     )

@@ -74,6 +74,23 @@ class FailureClass(enum.Enum):
     UNKNOWN = "unknown"
 
 
+class WhenExceeded(enum.StrEnum):
+    """What a submission whose worst case would pass a GPU-hour budget does."""
+
+    WAIT = "wait"  # the run waits (WAITING_BUDGET) until the budget frees
+    REJECT = "reject"  # the run ends, alerted
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A cap on the GPU-hours a template's runs (or every template's, at the top level) may
+    spend over a rolling window (``policy.budgets``)."""
+
+    gpu_hours: float  # more than 0
+    per: timedelta  # the rolling window, longer than 0s
+    when_exceeded: WhenExceeded = WhenExceeded.WAIT
+
+
 @dataclass(frozen=True)
 class Guards:
     """Limits no request may widen. An empty tuple means "no restriction" for that guard."""
@@ -397,6 +414,8 @@ class Template:
     # "Deadlines"): the chain's waits are cut to it, and a run that cannot start by then ends
     # with a deadline_missed alert. A job request may shorten it. None: no deadline.
     start_by: timedelta | None = None
+    # The template's GPU-hour budget (its runs together); None: none of its own.
+    budget: Budget | None = None
     # A sweep or a pipeline instead of a CustomJob (at most one is set); the job spec is then
     # the trial job / the training task (shared.model.job_kinds).
     hyperparameter_tuning: HyperparameterTuning | None = None
@@ -480,5 +499,7 @@ class Config:
     data_timeout: timedelta = DEFAULT_DATA_TIMEOUT  # a run waiting for its data, at most
     alert_webhook: AlertWebhook | None = None
     guards: Guards = Guards()
+    # The GPU-hour budget of every template's runs together; None: none.
+    budget: Budget | None = None
     routes: tuple[Route, ...] = ()
     templates: Mapping[str, Template] = field(default_factory=dict)

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from shared.config.budgets import read_budget
 from shared.config.encryption import read_encryption_key
 from shared.config.fields import read_duration, read_mapping, read_text, read_text_list
 from shared.config.importers import (
@@ -73,7 +74,7 @@ TEMPLATE_KEYS = frozenset(
     | {"max_queue", "no_placement_alert", "no_placement_give_up"}
     | {"encryption_key"}
     | {"cooldown", "placement_order"}
-    | {"start_by"}
+    | {"start_by", "budget"}
     | set(KIND_KEYS)
 )
 IMPORTERS: Mapping[str, Callable[[object, str, Problems], ImportedJob | None]] = {
@@ -152,6 +153,7 @@ def read_template(
         spec.get("placement_order"), child(path, "placement_order"), problems
     )
     start_by = read_start_by(spec.get("start_by"), child(path, "start_by"), problems)
+    budget = read_budget(spec.get("budget"), child(path, "budget"), problems)
     if placements is None:
         return None
     form = next(TemplateForm(key) for key in SPEC_SOURCES if spec.get(key) is not None)
@@ -180,6 +182,7 @@ def read_template(
         cooldown=cooldown,
         placement_order=placement_order,
         start_by=start_by,
+        budget=budget,
         hyperparameter_tuning=tuning,
         training_pipeline=pipeline,
         origin=origin,

@@ -131,6 +131,7 @@ ACTIVE_STATUSES: tuple[RunStatus, ...] = (
     RunStatus.SUBMITTED,
     RunStatus.RUNNING,
     RunStatus.WAITING_RETRY,
+    RunStatus.WAITING_BUDGET,
 )
 APPLY_WORKERS = 8
 """State changes a tick applies at once: each is a ledger read and a write, mostly waiting."""

@@ -54,6 +54,7 @@ from shared.adapters.ledger import (
     RunSnapshot,
 )
 from shared.config.model import FailureClass, FlexStartPlacement, Placement, PlacementOrder
+from shared.handlers import budgets as budget_reservations
 from shared.handlers import cooldowns, duplicates, placement_orders, walk_ends
 from shared.handlers.walk import Submission, Walk
 from shared.logs import log
@@ -62,7 +63,8 @@ from shared.model.alerts import AlertReason
 from shared.model.errors import InvalidJobSpec, TransientError
 from shared.model.results import DispatchOutcome, DispatchResult
 from shared.model.runs import SkipClass
-from shared.policy import deadlines, jobspec
+from shared.policy import budgets, deadlines, jobspec
+from shared.policy.budgets import Verdict
 from shared.policy.cooldown import (
     cooldown_of,
     cooling,
@@ -319,6 +321,14 @@ def _claim_and_create(
         gpus=gpus_held(rendered.custom_job, submission.template.hyperparameter_tuning),
         output_dir=rendered.custom_job.job_spec.base_output_directory.output_uri_prefix or None,
     )
+    # The worst case is reserved under the run's GPU-hour budgets before the claim; over a
+    # budget, the run waits or is refused and nothing is claimed. An attempt reserved already
+    # (a move along the chain, a takeover) is admitted, its reservation raised if this
+    # placement's worst case is larger (a machine override with more GPUs).
+    request = budgets.worst_case(rendered.custom_job, submission.template.hyperparameter_tuning)
+    admission = budget_reservations.reserve(submission, walk.snapshot.run, attempt_number, request)
+    if admission.verdict is not Verdict.ADMIT:
+        return walk_ends.over_budget(submission, walk, admission)
     # The intent names this placement before its create (LedgerConflict: another delivery
     # won); moving it from a refused placement is the same compare-and-set on our own claim.
     walk.snapshot = ledger.claim_attempt(walk.snapshot, intent)

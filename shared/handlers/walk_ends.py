@@ -15,6 +15,7 @@ from datetime import timedelta
 from shared.adapters.ledger import RetryPlan, RunSnapshot, RunStatus
 from shared.config.durations import describe_duration
 from shared.config.model import Placement
+from shared.handlers import budgets
 from shared.handlers.rejections import alert_once, finish_run
 from shared.handlers.walk import Submission, Walk
 from shared.logs import log
@@ -22,9 +23,11 @@ from shared.model.alerts import AlertReason
 from shared.model.results import DispatchOutcome, DispatchResult
 from shared.model.runs import SkipClass
 from shared.policy import deadlines, jobspec
+from shared.policy.budgets import Verdict
 from shared.policy.machines import draws_preemptible_quota, preemptible_quota_metric
 from shared.policy.placement_order import start_of_order
 from shared.policy.records import describe_placement
+from shared.policy.timing import BUDGET_RECHECK_EVERY
 from shared.policy.watchdogs import (
     NoPlacementDue,
     alert_claim,
@@ -290,6 +293,78 @@ def deadline_missed(
         why=why,
     )
     return DispatchResult(DispatchOutcome.REJECTED, run.run_id, detail=why)
+
+
+def over_budget(
+    submission: Submission, walk: Walk, admission: budgets.BudgetAdmission
+) -> DispatchResult:
+    """The attempt's worst case would pass a GPU-hour budget (``policy.budgets``); nothing was
+    claimed. ``wait``: the run waits WAITING_BUDGET, its attempt published again by the
+    reconciler every ``BUDGET_RECHECK_EVERY`` (each time dispatch checks again); ``reject`` (or
+    a worst case larger than the whole budget, which no wait lets in): the run ends, REJECTED
+    when none of its attempts had a job, else FAILED. Either way alerted once per attempt."""
+    snapshot, attempt_number = walk.snapshot, walk.attempt_number
+    run, now = snapshot.run, submission.now()
+    detail = admission.describe()
+    claim = alert_claim(AlertReason.BUDGET, f"attempt-{attempt_number}")
+    if admission.verdict is Verdict.REJECT:
+        status = RunStatus.FAILED if any(a.job_name for a in run.attempts) else RunStatus.REJECTED
+        if snapshot.run.status is not status:
+            snapshot = submission.ledger.set_status(run.run_id, status)
+        never = [c for c in admission.blocking if c.never_fits]
+        alert_once(
+            submission.ledger,
+            snapshot.run,
+            config=submission.config,
+            trigger=submission.trigger,
+            reason=AlertReason.BUDGET,
+            claim=claim,
+            message=(
+                f"attempt {attempt_number} of template {submission.template.name} was refused "
+                f"by its GPU-hour budget: the run ends {status.value}.\n{detail}"
+            ),
+            what_to_do=(
+                "lower the template's GPUs or timeout, or raise the budget's gpu_hours"
+                if never
+                else "raise the budget's gpu_hours, or set when_exceeded: wait to queue runs "
+                "until GPU-hours fall out of the window"
+            )
+            + f"; then `vertex-dispatch retry {run.run_id}`",
+            attempt=attempt_number,
+        )
+        log(logger, logging.ERROR, "run refused by its GPU-hour budget", labels=submission.labels,
+            detail=detail)  # fmt: skip
+        return DispatchResult(DispatchOutcome.REJECTED, run.run_id, detail=detail)
+    planned = run.next_retry
+    index = planned.placement_index if planned and planned.attempt == attempt_number else 0
+    next_retry = RetryPlan(
+        at=now + BUDGET_RECHECK_EVERY,
+        attempt=attempt_number,
+        placement_index=index,
+        reason="budget: " + "; ".join(c.describe() for c in admission.blocking),
+    )
+    snapshot = submission.ledger.wait_for_budget(snapshot, next_retry)  # or conflict
+    alert_once(
+        submission.ledger,
+        snapshot.run,
+        config=submission.config,
+        trigger=submission.trigger,
+        reason=AlertReason.BUDGET,
+        claim=claim,
+        message=(
+            f"attempt {attempt_number} of template {submission.template.name} waits for its "
+            f"GPU-hour budget (WAITING_BUDGET):\n{detail}"
+        ),
+        what_to_do=(
+            "nothing, if waiting is right: the run is retried every "
+            f"{describe_duration(BUDGET_RECHECK_EVERY)} and starts once the budget frees; "
+            f"else raise the budget's gpu_hours, or `vertex-dispatch cancel {run.run_id}`"
+        ),
+        attempt=attempt_number,
+    )
+    log(logger, logging.WARNING, "run waits for its GPU-hour budget", labels=submission.labels,
+        detail=detail)  # fmt: skip
+    return DispatchResult(DispatchOutcome.WAITING_BUDGET, run.run_id, detail=detail)
 
 
 def _unsuitable_everywhere(submission: Submission, walk: Walk) -> DispatchResult:

@@ -60,6 +60,8 @@ class AlertReason(enum.StrEnum):
     DATA_TIMEOUT = "data_timeout"  # the run's data was not complete within data_timeout
     ROUTE_GONE = "route_gone"  # a run waiting for a quiet dataset whose route left the config
     DEADLINE_MISSED = "deadline_missed"  # the run could not have a job running by its start_by
+    BUDGET = "budget"  # a run waits for, or was refused by, a GPU-hour budget (once per run)
+    BUDGET_THRESHOLD = "budget_threshold"  # a budget reached 80% or 100% (once per window)
 
 
 @dataclass(frozen=True)

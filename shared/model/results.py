@@ -17,6 +17,7 @@ class DispatchOutcome(enum.StrEnum):
     # recorded, waiting for its data: a quiet dataset's object opened or joined the waiting
     # version, or a manifest's files are not all there yet
     WAITING_DATA = "waiting_data"
+    WAITING_BUDGET = "waiting_budget"  # over a GPU-hour budget: the run waits for it to free
     REJECTED = "rejected"  # a permanent error, recorded and alerted; nothing was created
 
 

@@ -138,6 +138,9 @@ class RunStatus(enum.StrEnum):
     SUBMITTED = "SUBMITTED"  # the job exists and waits for machines (queued, pending)
     RUNNING = "RUNNING"  # the job is running
     WAITING_RETRY = "WAITING_RETRY"  # the last attempt ended or found no placement; next is due
+    # its next attempt's worst case would pass a GPU-hour budget (``policy.budgets``): the
+    # reconciler publishes next_retry when due, and dispatch checks the budget again
+    WAITING_BUDGET = "WAITING_BUDGET"
     SUCCEEDED = "SUCCEEDED"  # a job succeeded
     FAILED = "FAILED"  # attempts exhausted or a failure the policy does not retry
     REJECTED = "REJECTED"  # the request or job spec is invalid; nothing was submitted
@@ -782,15 +785,37 @@ def with_decision(run: Run, outcome: AttemptOutcome) -> Run:
 
 def with_retry_published(run: Run, republish_at: datetime) -> Run:
     """``run`` whose due retry was published: publish it again only from ``republish_at`` on."""
-    if run.status is not RunStatus.WAITING_RETRY or run.next_retry is None:
+    if run.status not in RETRY_WAITING_STATUSES or run.next_retry is None:
         raise InvalidTransition(
             f"run {run.run_id} is {run.status}, not waiting for a retry: nothing was published"
         )
     return replace(run, next_retry=replace(run.next_retry, at=republish_at))
 
 
-WAITING_STATUSES = frozenset({RunStatus.WAITING_DATA, RunStatus.ACCEPTED, RunStatus.WAITING_RETRY})
+WAITING_STATUSES = frozenset(
+    {
+        RunStatus.WAITING_DATA,
+        RunStatus.ACCEPTED,
+        RunStatus.WAITING_RETRY,
+        RunStatus.WAITING_BUDGET,
+    }
+)
 """A run in one of these has no job and no claimed attempt: cancelling it is a ledger write."""
+RETRY_WAITING_STATUSES = frozenset({RunStatus.WAITING_RETRY, RunStatus.WAITING_BUDGET})
+"""A run in one of these waits for its ``next_retry``, which the reconciler publishes when due."""
+
+
+def with_budget_wait(run: Run, next_retry: RetryPlan) -> Run:
+    """``run`` waiting for a GPU-hour budget to free (``policy.budgets``): WAITING_BUDGET, its
+    attempt ``next_retry`` published by the reconciler from ``next_retry.at`` on (dispatch then
+    checks the budget again). No attempt is claimed for it: nothing is reserved while it waits."""
+    _refuse_if_terminal(run, "wait for a budget")
+    if run.status in LIVE_STATUSES:
+        raise InvalidTransition(
+            f"run {run.run_id} is {run.status.value}: a run with a live attempt cannot wait for "
+            "a budget"
+        )
+    return replace(run, status=RunStatus.WAITING_BUDGET, next_retry=next_retry)
 
 
 def with_waiting_cancelled(run: Run) -> Run:

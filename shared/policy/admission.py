@@ -18,7 +18,7 @@ import enum
 from dataclasses import dataclass
 
 from shared.config.model import Template
-from shared.model.runs import LIVE_STATUSES, Run, RunStatus
+from shared.model.runs import LIVE_STATUSES, RETRY_WAITING_STATUSES, Run, RunStatus
 
 
 class RetryVerdict(enum.Enum):
@@ -89,7 +89,7 @@ def retry_awaited(run: Run, attempt_number: int, *, by_operator: bool) -> bool:
         return False
     if by_operator:
         return True
-    if run.status is RunStatus.WAITING_RETRY:
+    if run.status in RETRY_WAITING_STATUSES:
         return run.next_retry is not None and run.next_retry.attempt == attempt_number
     return run.status is RunStatus.ACCEPTED and not run.attempts and attempt_number == 1
 

@@ -21,7 +21,7 @@ from datetime import datetime
 
 from shared.config.durations import age_text
 from shared.config.model import Template
-from shared.model.runs import RetryPlan, Run, RunStatus
+from shared.model.runs import RETRY_WAITING_STATUSES, RetryPlan, Run, RunStatus
 from shared.policy.decisions import PlacementNotInChain, placement_index
 from shared.policy.timing import INTENT_LEASE, RECOVERY_REPUBLISH_AFTER
 
@@ -48,7 +48,7 @@ def due_retry(run: Run, template: Template | None, now: datetime) -> DueRetry | 
     now (None: it left the config, and a recovery starts the chain over)."""
     last = run.last_attempt
     planned = run.next_retry
-    if run.status is RunStatus.WAITING_RETRY and planned is not None:
+    if run.status in RETRY_WAITING_STATUSES and planned is not None:
         return DueRetry(run.run_id, planned, RetryCause.PLANNED) if planned.at <= now else None
     if run.status is RunStatus.ACCEPTED and last is None:
         accepted_at = run.created_at or now

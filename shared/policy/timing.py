@@ -86,3 +86,10 @@ DEADLINE_MIN_USEFUL_WAIT = timedelta(minutes=10)
 the reconcile tick that sees it RUNNING take about this long, so a FLEX_START wait cut shorter
 would expire before Dynamic Workload Scheduler could place it, and any other job would start past
 the deadline anyway. The deadline-missed alert then comes now, not after a wait bound to fail."""
+
+# GPU-hour budgets
+BUDGET_RECHECK_EVERY = timedelta(minutes=10)
+"""How often a run waiting for a budget (WAITING_BUDGET) is retried: dispatch checks the budget
+again each time. A reservation frees when its attempt's end is decided, which no event tells the
+waiting run; GPU jobs run for hours, so ten minutes late costs little, and a check is a couple of
+ledger reads."""

@@ -20,6 +20,7 @@ from shared.adapters.config_source import (
 )
 from shared.config.loader import parse_config
 from shared.config.model import (
+    Budget,
     Completion,
     FailureClass,
     FlexStartPlacement,
@@ -30,6 +31,7 @@ from shared.config.model import (
     PlacementOrder,
     PubSubRoute,
     ScheduleRoute,
+    WhenExceeded,
 )
 from shared.config.problems import InvalidConfig
 from shared.model.errors import ConfigError, PermanentError
@@ -84,6 +86,7 @@ def test_the_example_config_exercises_every_feature() -> None:
     assert config.templates["bert-package"].no_placement_give_up == timedelta(days=2)
     assert config.cooldown == timedelta(minutes=30)
     assert config.templates["bert-package"].cooldown == timedelta(hours=1)
+    assert config.templates["llm-finetune"].budget == Budget(500.0, timedelta(days=7))
     resnet = config.templates["resnet-a100"]
     assert resnet.retry.attempts == 4
     assert resnet.retry.retry_on == {
@@ -352,6 +355,28 @@ POOL = f"{T}.worker_pools[0]"
         (f"{T}.start_by", "-6h", f"{T}.start_by", "not a duration"),
         (f"{T}.start_by", -60, f"{T}.start_by", "cannot be negative"),
         (f"{T}.start_by", "0s", f"{T}.start_by", "longer than 0s"),
+        ("budget", {"gpu_hours": 0, "per": "7d"}, "budget.gpu_hours", "greater than 0"),
+        ("budget", {"gpu_hours": -5, "per": "7d"}, "budget.gpu_hours", "greater than 0"),
+        ("budget", {"gpu_hours": "lots", "per": "7d"}, "budget.gpu_hours", "expected a number"),
+        ("budget", {"gpu_hours": 10, "per": "a week"}, "budget.per", "not a duration"),
+        ("budget", {"gpu_hours": 10, "per": 0}, "budget.per", "longer than 0s"),
+        ("budget", {"gpu_hours": 10, "per": -60}, "budget.per", "cannot be negative"),
+        ("budget", {"per": "7d"}, "budget.gpu_hours", "is required"),
+        ("budget", {"gpu_hours": 10}, "budget.per", "is required"),
+        ("budget", 100, "budget", "expected a mapping"),
+        (
+            f"{T}.budget",
+            {"gpu_hours": 10, "per": "7d", "when_exceeded": "queue"},
+            f"{T}.budget.when_exceeded",
+            "not one of wait, reject",
+        ),
+        (
+            f"{T}.budget",
+            {"gpu_hours": 10, "per": "7d", "when_exceded": "wait"},
+            f"{T}.budget.when_exceded",
+            "did you mean 'when_exceeded'",
+        ),
+        (f"{T}.budget", {"gpu_hours": True, "per": "7d"}, f"{T}.budget.gpu_hours", "boolean"),
     ],
 )
 def test_each_broken_rule_is_reported_at_its_key_path(
@@ -396,6 +421,18 @@ def test_start_by_loads_and_defaults_to_no_deadline() -> None:
     assert parse(base_config()).templates["resnet"].start_by is None
     loaded = parse(with_value(base_config(), f"{T}.start_by", "6h"))
     assert loaded.templates["resnet"].start_by == timedelta(hours=6)
+
+
+def test_a_budget_loads_on_a_template_and_at_the_top_with_wait_by_default() -> None:
+    plain = parse(base_config())
+    assert (plain.budget, plain.templates["resnet"].budget) == (None, None)
+    config = with_value(base_config(), "budget", {"gpu_hours": 500, "per": "7d"})
+    config = with_value(
+        config, f"{T}.budget", {"gpu_hours": 12.5, "per": "1d", "when_exceeded": "reject"}
+    )
+    loaded = parse(config)
+    assert loaded.budget == Budget(500.0, timedelta(days=7), WhenExceeded.WAIT)
+    assert loaded.templates["resnet"].budget == Budget(12.5, timedelta(days=1), WhenExceeded.REJECT)
 
 
 def test_the_cooldown_loads_with_its_default_and_a_templates_own() -> None:

@@ -1,0 +1,142 @@
+"""GPU-hour budgets on the emulators: a run over budget waits WAITING_BUDGET (alerted once) and
+starts once the reconciler's retry finds the budget freed; ``reject`` ends the run with one
+alert; concurrent submissions near the limit create one job only.
+
+Every job here has a worst case of 1 A100 x 2h = 2 GPU-hours and every budget holds 3, so one run
+fits at a time (configs/budgets.yaml). The emulator's clock is the only clock.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from reconcile_test_support import World, of_run
+
+from shared.adapters.config_source import load_config
+from shared.adapters.ledger import RunStatus
+from shared.config.model import Budget
+from shared.handlers.services import Services
+from shared.model.budgets import CONFIG_SCOPE, template_scope
+from shared.model.results import DispatchOutcome
+from shared.policy.timing import BUDGET_RECHECK_EVERY
+
+CONFIG = Path(__file__).parent / "configs" / "budgets.yaml"
+JOB_RUNS_SECONDS = 2 * 60 + 10 * 60  # provisioning, then the default outcome's duration
+RECHECK_SECONDS = BUDGET_RECHECK_EVERY.total_seconds()
+
+
+@pytest.fixture
+def budgeted(world: World) -> World:
+    """The folder's world, running dispatch with the budgets config."""
+    world.services = Services(
+        load_config(str(CONFIG)), now=world.vertex.now, _ledger=world.services.ledger
+    )
+    return world
+
+
+def _reasons(world: World, run_id: str) -> list[str]:
+    return [m.body()["reason"] for m in of_run(world.alerts.pull(), run_id)]
+
+
+def test_a_run_over_budget_waits_alerted_once_and_starts_when_the_budget_frees(
+    budgeted: World,
+) -> None:
+    world = budgeted
+    first = world.request_run("budget-wait")
+    assert first.outcome is DispatchOutcome.SUBMITTED
+    assert _reasons(world, first.run_id) == []  # 2 of 3 GPU-hours: under 80%
+
+    second = world.request_run("budget-wait")
+
+    assert second.outcome is DispatchOutcome.WAITING_BUDGET
+    waiting = world.run(second.run_id)
+    assert waiting.status is RunStatus.WAITING_BUDGET
+    assert waiting.attempts == ()  # nothing claimed, nothing reserved for it
+    assert waiting.next_retry is not None and waiting.next_retry.attempt == 1
+    assert "template budget-wait's budget" in waiting.next_retry.reason
+    assert world.creates(second.run_id) == []
+    # The wait, once; and the budget's 80% and 100% thresholds, once each for the window.
+    alerted = sorted(_reasons(world, second.run_id))
+    assert alerted == ["budget", "budget_threshold", "budget_threshold"]
+
+    # Its retry comes while the first job still runs: it waits on, not alerted again.
+    world.vertex.advance(RECHECK_SECONDS + 1)
+    world.reconcile()
+    retries = of_run(world.retries.pull(), second.run_id)
+    assert [m.body()["attempt"] for m in retries] == [1]
+    [again] = world.deliver_retries(retries)
+    assert again.outcome is DispatchOutcome.WAITING_BUDGET
+    assert _reasons(world, second.run_id) == []
+    assert world.run(second.run_id).status is RunStatus.WAITING_BUDGET
+
+    # The first job ends; the tick records it, and the next retry finds the budget freed.
+    world.vertex.advance(JOB_RUNS_SECONDS)
+    world.reconcile()
+    assert world.run(first.run_id).status is RunStatus.SUCCEEDED
+    retries = of_run(world.retries.pull(), second.run_id)  # due again by now, or soon
+    if not retries:
+        world.vertex.advance(RECHECK_SECONDS + 1)
+        world.reconcile()
+        retries = of_run(world.retries.pull(), second.run_id)
+    [started] = world.deliver_retries(retries)
+
+    assert started.outcome is DispatchOutcome.SUBMITTED
+    assert len(world.creates(second.run_id)) == 1
+    assert world.run(second.run_id).status in (RunStatus.SUBMITTED, RunStatus.RUNNING)
+    [(book, _)] = world.services.ledger.budget_books([template_scope("budget-wait")])
+    assert set(book.reservations) == {f"{second.run_id}#1"}  # the first settled
+
+
+def test_reject_ends_the_run_with_one_alert_and_no_job(budgeted: World) -> None:
+    world = budgeted
+    first = world.request_run("budget-reject")
+    assert first.outcome is DispatchOutcome.SUBMITTED
+
+    refused = world.request_run("budget-reject")
+
+    assert refused.outcome is DispatchOutcome.REJECTED
+    run = world.run(refused.run_id)
+    assert run.status is RunStatus.REJECTED
+    assert world.creates(refused.run_id) == []
+    assert _reasons(world, refused.run_id).count("budget") == 1
+    # A redelivery of the same request finds the run over: no second alert, no job.
+    world.vertex.advance(60)
+    world.reconcile()
+    assert world.retries.pull() == []
+    assert _reasons(world, refused.run_id) == []
+
+
+def test_concurrent_submissions_near_the_limit_create_one_job(budgeted: World) -> None:
+    world = budgeted
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda _: world.request_run("budget-wait"), range(4)))
+
+    outcomes = sorted(result.outcome.value for result in results)
+    assert outcomes == ["submitted"] + ["waiting_budget"] * 3
+    creates = [e for r in results for e in world.creates(r.run_id)]
+    assert len(creates) == 1
+    [(book, _)] = world.services.ledger.budget_books([template_scope("budget-wait")])
+    assert len(book.reservations) == 1
+
+
+def test_a_config_budget_holds_every_template_together(budgeted: World) -> None:
+    world = budgeted
+    config = dataclasses.replace(
+        world.services.config, budget=Budget(gpu_hours=3.0, per=timedelta(days=7))
+    )
+    world.services = Services(config, now=world.vertex.now, _ledger=world.services.ledger)
+
+    first = world.request_run("unbudgeted")
+    second = world.request_run("unbudgeted")
+
+    assert (first.outcome, second.outcome) == (
+        DispatchOutcome.SUBMITTED,
+        DispatchOutcome.WAITING_BUDGET,
+    )
+    assert "the config's budget" in (world.run(second.run_id).next_retry.reason or "")
+    [(book, _)] = world.services.ledger.budget_books([CONFIG_SCOPE])
+    assert set(book.reservations) == {f"{first.run_id}#1"}

@@ -1,0 +1,294 @@
+"""shared.policy.budgets: spent GPU-hours in the window, worst cases, settling, the verdict and
+the 80% / 100% thresholds; every case with its own clock."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from shared.adapters.config_source import load_config
+from shared.config.model import Budget, Config, Template, WhenExceeded
+from shared.model.budgets import (
+    CONFIG_SCOPE,
+    BudgetBook,
+    Reservation,
+    Settled,
+    book_from_document,
+    book_to_document,
+    template_scope,
+)
+from shared.model.runs import Attempt, Run, RunStatus
+from shared.policy import budgets
+from shared.policy.budgets import Verdict
+from shared.policy.jobspec import render_job
+from shared.policy.timing import INTENT_LEASE
+
+NOW = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
+H = timedelta(hours=1)
+WEEK = timedelta(days=7)
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "config.yaml"
+
+
+def _settled(key: str, gpus: int, start: datetime, end: datetime) -> Settled:
+    run_id, attempt = key.split("#")
+    return Settled(run_id, int(attempt), "t", gpus, start, end)
+
+
+def _book(*entries: Settled | Reservation, alerted: tuple[str, ...] = ()) -> BudgetBook:
+    return BudgetBook(
+        "template:t",
+        reservations={e.key: e for e in entries if isinstance(e, Reservation)},
+        settled={e.key: e for e in entries if isinstance(e, Settled)},
+        alerted=alerted,
+    )
+
+
+@pytest.mark.parametrize(
+    ("gpus", "start", "end", "expected"),
+    [
+        (8, NOW - 3 * H, NOW - H, 16.0),  # wholly inside the window
+        (8, NOW - WEEK - 2 * H, NOW - WEEK + H, 8.0),  # began before the window: clipped
+        (2, NOW - WEEK - 5 * H, NOW - WEEK - H, 0.0),  # wholly before the window
+        (4, NOW - 30 * timedelta(minutes=1), NOW, 2.0),  # half an hour on 4 GPUs
+        (0, NOW - 3 * H, NOW, 0.0),  # no GPUs held
+        (1, NOW - 2 * WEEK, NOW, 168.0),  # a job longer than the window counts the window
+    ],
+)
+def test_spent_is_held_time_times_gpus_clipped_to_the_window(
+    gpus: int, start: datetime, end: datetime, expected: float
+) -> None:
+    book = _book(_settled("r-a#1", gpus, start, end))
+    assert budgets.spent(book, NOW, WEEK) == pytest.approx(expected)
+
+
+def test_spent_and_reserved_add_over_the_books_entries() -> None:
+    book = _book(
+        _settled("r-a#1", 2, NOW - 5 * H, NOW - 3 * H),
+        _settled("r-b#1", 1, NOW - 2 * H, NOW - H),
+        Reservation("r-c", 1, "t", 48.0, NOW - H),
+        Reservation("r-d", 2, "t", 2.5, NOW),
+    )
+    assert budgets.spent(book, NOW, WEEK) == pytest.approx(5.0)
+    assert budgets.reserved(book) == pytest.approx(50.5)
+
+
+# The three job kinds of the example config, as dispatch renders them: a CustomJob (1 A100 x
+# 24h), a sweep (1 A100 x 4h per trial, 20 trials, 4 at once), a pipeline's training task
+# (1 A100 x 24h); and bert-package: 2 pools, 2 A100 x 1 + 2 A100 x 3 replicas, 1 day.
+@pytest.mark.parametrize(
+    ("template", "gpus", "gpu_hours", "text"),
+    [
+        ("llm-finetune", 1, 24.0, "1 GPUs x 1d"),
+        ("resnet-sweep", 4, 80.0, "1 GPUs x 4h x max_trials 20"),
+        ("resnet-pipeline", 1, 24.0, "1 GPUs x 1d"),
+        ("bert-package", 8, 192.0, "8 GPUs x 1d"),
+    ],
+)
+def test_the_worst_case_of_each_job_kind_is_gpus_times_timeout_as_the_guards_count(
+    template: str, gpus: int, gpu_hours: float, text: str
+) -> None:
+    config = load_config(str(EXAMPLE))
+    spec = config.templates[template]
+    rendered = render_job(
+        spec,
+        dict.fromkeys(spec.params, "gs://bucket/data"),
+        spec.placements[-1],
+        project=config.project,
+        default_region=config.region,
+        run_id="r-" + "0" * 24,
+        attempt=1,
+    )
+    worst = budgets.worst_case(rendered.custom_job, spec.hyperparameter_tuning)
+    assert (worst.gpus, worst.gpu_hours) == (gpus, pytest.approx(gpu_hours))
+    assert worst.text.startswith(text)
+
+
+def test_a_job_without_a_timeout_counts_vertex_ais_seven_days() -> None:
+    from shared.aiplatform import CustomJob
+
+    job = CustomJob(
+        job_spec={
+            "worker_pool_specs": [
+                {
+                    "machine_spec": {
+                        "machine_type": "a2-highgpu-2g",
+                        "accelerator_type": "NVIDIA_TESLA_A100",
+                        "accelerator_count": 2,
+                    },
+                    "replica_count": 1,
+                },
+                {},  # a skipped pool holds nothing
+            ]
+        }
+    )
+    assert budgets.worst_case(job, None).gpu_hours == pytest.approx(2 * 168)
+
+
+def _run(status: RunStatus, *attempts: Attempt) -> Run:
+    return Run("r-a", "k", "route", "t", {}, status=status, attempts=attempts)
+
+
+def _attempt(number: int, **fields: object) -> Attempt:
+    return Attempt(number, {}, "us-central1", "p", NOW - 5 * H, **fields)  # type: ignore[arg-type]
+
+
+RESERVED = Reservation("r-a", 1, "t", 24.0, NOW - 4 * H, gpus=2)
+
+
+@pytest.mark.parametrize(
+    ("run", "over"),
+    [
+        (None, True),  # the run left the ledger
+        (_run(RunStatus.SUCCEEDED, _attempt(1, job_name="j")), True),
+        (_run(RunStatus.RUNNING, _attempt(1, job_name="j", state="JOB_STATE_RUNNING")), False),
+        (_run(RunStatus.SUBMITTING, _attempt(1)), False),  # claimed, job being created
+        (_run(RunStatus.WAITING_RETRY, _attempt(1, ended_at=NOW - H)), True),
+        (_run(RunStatus.WAITING_RETRY, _attempt(1, decision={"move": "retry"})), True),
+        (_run(RunStatus.SUBMITTED, _attempt(1), _attempt(2)), True),  # a later attempt
+        (_run(RunStatus.ACCEPTED), True),  # never claimed, reserved 4h ago: past the lease
+    ],
+)
+def test_an_attempt_is_over_when_its_end_is_known(run: Run | None, over: bool) -> None:
+    assert budgets.attempt_over(run, RESERVED, NOW) is over
+
+
+def test_a_fresh_reservation_not_claimed_yet_is_kept() -> None:
+    fresh = Reservation("r-a", 1, "t", 24.0, NOW - INTENT_LEASE / 2)
+    assert budgets.attempt_over(_run(RunStatus.ACCEPTED), fresh, NOW) is False
+
+
+def test_settling_turns_an_ended_attempt_into_what_it_held_and_keeps_the_others() -> None:
+    ended = _attempt(
+        1, job_name="j", started_at=NOW - 3 * H, ended_at=NOW - H, gpus=0, decision={"x": 1}
+    )
+    other = Reservation("r-b", 1, "t", 10.0, NOW - H)
+    unread = Reservation("r-c", 1, "t", 5.0, NOW - H)
+    old = _settled("r-z#1", 1, NOW - WEEK - 3 * H, NOW - WEEK - H)  # ended before the window
+    book = _book(RESERVED, other, unread, old, alerted=("80@1970-01-01T00:00:00+00:00",))
+    runs: dict[str, Run | None] = {
+        "r-a": _run(RunStatus.WAITING_RETRY, ended),
+        "r-b": Run(
+            "r-b", "k", "route", "t", {}, status=RunStatus.SUBMITTING, attempts=(_attempt(1),)
+        ),
+    }
+    settled = budgets.settle(book, runs, NOW, WEEK)
+    assert set(settled.reservations) == {"r-b#1", "r-c#1"}  # r-c's run not read: kept
+    # The history records no GPUs (written before it did): the reservation's count stands in.
+    assert settled.settled == {"r-a#1": Settled("r-a", 1, "t", 2, NOW - 3 * H, NOW - H)}
+    assert settled.alerted == ()  # an old window's claim
+    assert budgets.spent(settled, NOW, WEEK) == pytest.approx(4.0)
+
+
+def test_an_ended_attempt_that_never_started_leaves_nothing() -> None:
+    run = _run(RunStatus.FAILED, _attempt(1, job_name="j"))
+    settled = budgets.settle(_book(RESERVED), {"r-a": run}, NOW, WEEK)
+    assert (settled.reservations, settled.settled) == ({}, {})
+
+
+WAIT = Budget(100.0, WEEK)
+REJECT = Budget(100.0, WEEK, WhenExceeded.REJECT)
+
+
+@pytest.mark.parametrize(
+    ("budget", "spent_h", "reserved_h", "asked", "verdict", "thresholds"),
+    [
+        (WAIT, 0, 0, 10, Verdict.ADMIT, ()),
+        (WAIT, 50, 20, 10, Verdict.ADMIT, (80,)),  # 80 of 100: the 80% alert
+        (WAIT, 50, 20, 30, Verdict.ADMIT, (80, 100)),  # exactly full still fits
+        (WAIT, 50, 20, 31, Verdict.WAIT, (80, 100)),
+        (REJECT, 50, 20, 31, Verdict.REJECT, (80, 100)),
+        (WAIT, 0, 0, 101, Verdict.REJECT, (80, 100)),  # larger than the budget: never fits
+        (WAIT, 0, 90, 20, Verdict.WAIT, (80, 100)),  # reservations count at their worst case
+        (WAIT, 79.9, 0, 0, Verdict.ADMIT, ()),
+    ],
+)
+def test_the_verdict_and_the_thresholds(
+    budget: Budget,
+    spent_h: float,
+    reserved_h: float,
+    asked: float,
+    verdict: Verdict,
+    thresholds: tuple[int, ...],
+) -> None:
+    entries: list[Settled | Reservation] = []
+    if spent_h:
+        entries.append(_settled("r-s#1", 1, NOW - timedelta(hours=spent_h), NOW))
+    if reserved_h:
+        entries.append(Reservation("r-r", 1, "t", reserved_h, NOW))
+    result = budgets.check("template:t", budget, _book(*entries), "r-new#1", asked, NOW)
+    assert (result.verdict, result.thresholds) == (verdict, thresholds)
+    assert result.demand == pytest.approx(spent_h + reserved_h + asked)
+
+
+def test_an_attempt_reserved_already_is_admitted_and_alerts_nothing() -> None:
+    book = _book(Reservation("r-r", 1, "t", 95.0, NOW), Reservation("r-new", 1, "t", 30.0, NOW))
+    result = budgets.check("template:t", WAIT, book, "r-new#1", 30.0, NOW)
+    assert (result.verdict, result.already_reserved, result.reserved) == (
+        Verdict.ADMIT,
+        True,
+        95.0,
+    )
+    assert result.thresholds == ()
+
+
+def test_an_attempt_claimed_before_its_budget_existed_is_admitted_and_reserved() -> None:
+    book = _book(Reservation("r-r", 1, "t", 95.0, NOW))
+    result = budgets.check("template:t", WAIT, book, "r-old#1", 30.0, NOW, claimed=True)
+    assert (result.verdict, result.already_reserved) == (Verdict.ADMIT, True)
+
+
+@pytest.mark.parametrize(
+    ("verdicts", "combined"),
+    [
+        ((), Verdict.ADMIT),
+        ((Verdict.ADMIT, Verdict.ADMIT), Verdict.ADMIT),
+        ((Verdict.ADMIT, Verdict.WAIT), Verdict.WAIT),
+        ((Verdict.WAIT, Verdict.REJECT), Verdict.REJECT),
+    ],
+)
+def test_a_submission_waits_or_is_refused_if_any_of_its_budgets_says_so(
+    verdicts: tuple[Verdict, ...], combined: Verdict
+) -> None:
+    checks = [budgets.BudgetCheck("s", WAIT, 0, 0, 0, v, False, ()) for v in verdicts]
+    assert budgets.combined(checks) is combined
+
+
+@pytest.mark.parametrize(
+    ("now", "per", "window"),
+    [
+        (NOW, timedelta(days=1), datetime(2026, 3, 10, tzinfo=UTC)),
+        (NOW + 5 * H, timedelta(hours=6), datetime(2026, 3, 10, 12, tzinfo=UTC)),
+        (datetime(1970, 1, 8, tzinfo=UTC), WEEK, datetime(1970, 1, 8, tzinfo=UTC)),
+    ],
+)
+def test_a_threshold_alerts_once_per_window(
+    now: datetime, per: timedelta, window: datetime
+) -> None:
+    assert budgets.alert_window(now, per) == window
+    result = budgets.BudgetCheck("s", Budget(10, per), 9, 0, 0, Verdict.ADMIT, False, (80,))
+    claims = budgets.threshold_claims(result, _book(), now)
+    assert claims == (f"80@{window.isoformat()}",)
+    assert budgets.threshold_claims(result, budgets.with_alerted(_book(), claims), now) == ()
+    later = now + per  # the next window alerts again
+    assert budgets.threshold_claims(result, budgets.with_alerted(_book(), claims), later) != ()
+
+
+def test_a_runs_budgets_are_its_templates_then_the_configs() -> None:
+    template = Template("t", "t", {}, (), budget=WAIT)
+    bare = Template("u", "u", {}, ())
+    config = Config("p", "us-central1", "s", "a", budget=REJECT, templates={"t": template})
+    assert budgets.budget_scopes(config, template) == [
+        (template_scope("t"), WAIT),
+        (CONFIG_SCOPE, REJECT),
+    ]
+    assert budgets.budget_scopes(Config("p", "r", "s", "a"), bare) == []
+
+
+def test_a_book_round_trips_through_its_document() -> None:
+    book = _book(
+        RESERVED, _settled("r-b#2", 4, NOW - 2 * H, NOW), alerted=("80@2026-03-10T00:00:00+00:00",)
+    )
+    assert book_from_document(book.scope, book_to_document(book)) == book
+    assert book_from_document("config", None) == BudgetBook("config")
