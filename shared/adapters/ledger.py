@@ -110,8 +110,8 @@ if TYPE_CHECKING:
     from google.cloud.firestore_v1 import FieldFilter
 
 __all__ = [
-    "CALL_TIMEOUT_SECONDS",
     "BUDGETS_SUFFIX",
+    "CALL_TIMEOUT_SECONDS",
     "COOLDOWNS_DOCUMENT",
     "CREATE_FAILED_STATE",
     "DEFAULT_COLLECTION",
