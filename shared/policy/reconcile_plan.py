@@ -24,7 +24,14 @@ from shared.aiplatform import CustomJob
 from shared.config.model import Template
 from shared.model.job_kinds import JobKind, kind_of_job_name
 from shared.model.jobstates import WAITING_STATES, is_terminal
-from shared.model.runs import LIVE_STATUSES, Attempt, Run, RunStatus, is_older_news
+from shared.model.runs import (
+    LIVE_STATUSES,
+    RETRY_WAITING_STATUSES,
+    Attempt,
+    Run,
+    RunStatus,
+    is_older_news,
+)
 from shared.policy import deadlines, jobspec
 from shared.policy.due_retries import DueRetry, RetryCause, due_retry
 from shared.policy.duplicates import Duplicates, FoundJob, sort_out
@@ -250,10 +257,10 @@ def plan_tick(
 
 
 def _missed_deadline(run: Run, now: datetime) -> bool:
-    """A run waiting for a retry or a placement (no job of it exists now) whose deadline is
-    too close to start one by: waiting longer cannot meet it."""
+    """A run waiting for a retry, a placement or its GPU-hour budget (no job of it exists now)
+    whose deadline is too close to start one by: waiting longer cannot meet it."""
     return (
-        run.status is RunStatus.WAITING_RETRY
+        run.status in RETRY_WAITING_STATUSES
         and deadlines.binds(run)
         and deadlines.too_late(run.start_deadline, now)
     )

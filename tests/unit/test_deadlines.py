@@ -444,6 +444,16 @@ ENDED = an_attempt(
         pytest.param(_waiting(NOW + HOUR, (ENDED,)), False, id="waiting-in-time"),
         pytest.param(_waiting(None, (ENDED,)), False, id="no-deadline"),
         pytest.param(
+            replace(_waiting(NOW - MINUTE), status=RunStatus.WAITING_BUDGET),
+            True,
+            id="budget-wait-past",
+        ),
+        pytest.param(
+            replace(_waiting(NOW + HOUR), status=RunStatus.WAITING_BUDGET),
+            False,
+            id="budget-wait-in-time",
+        ),
+        pytest.param(
             _waiting(NOW - MINUTE, (replace(ENDED, started_at=NOW - 2 * HOUR),)),
             False,
             id="a-job-ran-deadline-met",
