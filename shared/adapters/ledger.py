@@ -401,17 +401,20 @@ class Ledger:
         since ``current`` (the caller claimed the give-up alert in between): a delivery that
         claimed an attempt or created a job meanwhile wins (``LedgerConflict``, transient: the
         redelivery reads the run again)."""
+        return self.end_unmoved(current, RunStatus.FAILED)
+
+    def end_unmoved(self, current: RunSnapshot, status: RunStatus) -> RunSnapshot:
+        """Move the run to the terminal ``status`` if only its alerts changed since ``current``
+        (the run this caller decided on: as it read it, or as its own claim wrote it). A
+        delivery that claimed or took over an attempt, or created a job, meanwhile wins
+        (``LedgerConflict``, transient: the redelivery decides on the run as it is)."""
         expected = current.run
 
         def change(run: Run) -> Run:
-            if run.status is RunStatus.FAILED:
+            if run.status is status:
                 return run
-            if run.status is not expected.status or run.attempts != expected.attempts:
-                raise LedgerConflict(
-                    f"run {run.run_id} moved on while it was being given up ({run.status.value}); "
-                    "deliver again to decide on the run as it is"
-                )
-            return with_status(run, RunStatus.FAILED)
+            _check_unmoved(expected, run, f"being ended {status.value}")
+            return with_status(run, status)
 
         return self._apply(expected.run_id, change, current)[0]
 
@@ -445,13 +448,22 @@ class Ledger:
         """Allow the operator's retry ``attempt`` of the run (``vertex-dispatch retry``)."""
         return self._apply(run_id, lambda run: with_operator_grant(run, attempt))[0]
 
-    def record_alert(self, run_id: str, reason: str) -> bool:
+    def record_alert(self, run_id: str, reason: str, unmoved: Run | None = None) -> bool:
         """Claim the alert ``reason`` for the run; True only for the one caller that claimed it.
 
         ``handlers.rejections.alert_once`` claims, sends, and gives the claim back
-        (``release_alert``) when the send fails.
+        (``release_alert``) when the send fails. ``unmoved``: the run as the caller decided on
+        it; the claim is made only if the run did not move since (its alerts aside), else
+        ``LedgerConflict``: an alert that the run ends must not go out for a run another
+        delivery took on meanwhile.
         """
-        return self._apply(run_id, lambda run: with_alert(run, reason))[1]
+
+        def change(run: Run) -> Run:
+            if unmoved is not None:
+                _check_unmoved(unmoved, run, f"alerting {reason}")
+            return with_alert(run, reason)
+
+        return self._apply(run_id, change)[1]
 
     def release_alert(self, run_id: str, reason: str) -> None:
         """Give back the claim on ``reason``: its alert was not sent, the next caller sends it."""
@@ -828,6 +840,16 @@ class Ledger:
 
     def _document(self, run_id: str) -> firestore.DocumentReference:
         return self._client.collection(self._collection).document(run_id)
+
+
+def _check_unmoved(expected: Run, run: Run, doing: str) -> None:
+    """Raise ``LedgerConflict`` if ``run`` moved on from ``expected`` (its status, or its
+    attempts: a claim, a takeover, a job), which the caller decided on."""
+    if run.status is not expected.status or run.attempts != expected.attempts:
+        raise LedgerConflict(
+            f"run {run.run_id} moved on while {doing} ({run.status.value}); deliver again to "
+            "decide on the run as it is"
+        )
 
 
 def _snapshot_of(document: firestore.DocumentSnapshot) -> RunSnapshot:

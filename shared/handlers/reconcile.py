@@ -446,10 +446,11 @@ class _Tick:
             self._failed(f"cancelling {waited.job_name}", error, run.run_id)
 
     def end_missed_deadline(self, snapshot: RunSnapshot, missed: MissedDeadline) -> None:
-        """A run waiting for a retry or a placement past its deadline: alert ``deadline_missed``
-        (claimed once per run, before the end: an ended run is read by no later tick), then end
-        it FAILED, only if it did not move since the tick read it (``Ledger.fail_waiting``: a
-        retry dispatch claimed meanwhile wins, and its walk ends the run the same way)."""
+        """A run waiting for a retry, a placement or its GPU-hour budget past its deadline:
+        alert ``deadline_missed`` (claimed once per run, before the end: an ended run is read by
+        no later tick), then end it FAILED, both only if it did not move since the tick read it
+        (``Ledger.fail_waiting``: a retry dispatch claimed meanwhile wins, and its walk ends the
+        run the same way)."""
         run = snapshot.run
         template = run.template
         last = run.last_attempt
@@ -460,11 +461,10 @@ class _Tick:
                 config=self.config,
                 trigger=run.run_key,
                 reason=AlertReason.DEADLINE_MISSED,
-                message=deadlines.missed_message(
-                    run, template, "it is still waiting for a retry or a placement"
-                ),
+                message=deadlines.missed_message(run, template, deadlines.waiting_why(run)),
                 what_to_do=deadlines.missed_what_to_do(run, template),
                 attempt=last.number if last else 0,
+                only_if_unmoved=True,  # a dispatch that claimed since the tick read it wins
             )
             self.services.ledger.fail_waiting(snapshot)
         except LedgerConflict:

@@ -50,6 +50,7 @@ def alert_once(
     severity: Severity = Severity.ERROR,
     claim: str | None = None,
     attempt: int = RUN_LEVEL_ATTEMPT,
+    only_if_unmoved: bool = False,
 ) -> bool:
     """Claim the alert ``reason`` for the run and send it, unless it was claimed already;
     whether this call sent it. A failed send gives the claim back and raises.
@@ -61,9 +62,15 @@ def alert_once(
     about (0: the run as a whole); with the run and the claim it makes the alert's
     ``alert_id``, so a caller must name the same attempt each time it sends the same alert
     (a number read from the event or the decision, never "the last attempt now").
+
+    ``only_if_unmoved``: the alert says the run ends, and is sent before the end is written
+    (``end_unmoved``), so it is claimed only while the run is still as ``run`` shows it (its
+    alerts aside), else ``LedgerConflict``: a delivery that read the run before another one
+    claimed an attempt or created a job does not alert an end that will not happen.
     """
     claim = claim or reason
-    if claim in run.alerts or not ledger.record_alert(run.run_id, claim):
+    unmoved = run if only_if_unmoved else None
+    if claim in run.alerts or not ledger.record_alert(run.run_id, claim, unmoved=unmoved):
         return False  # sent, or being sent by whoever claimed it
     try:
         send_alert(

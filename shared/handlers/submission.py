@@ -210,6 +210,12 @@ def _walk_placements(
                 violations=[str(v) for v in violations],
             )
             continue
+        # The deadline is checked again before each create: a walk that moved along the chain
+        # (a create refused, a slow render) must not create a job that starts too late.
+        if deadlines.too_late(deadline, submission.now()):
+            return walk_ends.deadline_missed(
+                submission, walk, "its deadline came while the walk moved along the chain"
+            )
         result = _claim_and_create(submission, walk, placement, check.rendered, check.adjusted)
         if result is not None:
             return result

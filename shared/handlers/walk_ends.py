@@ -19,7 +19,7 @@ from shared.handlers import budgets
 from shared.handlers.rejections import alert_once, finish_run
 from shared.handlers.walk import Submission, Walk
 from shared.logs import log
-from shared.model.alerts import AlertReason
+from shared.model.alerts import RUN_LEVEL_ATTEMPT, AlertReason
 from shared.model.results import DispatchOutcome, DispatchResult
 from shared.model.runs import SkipClass
 from shared.policy import deadlines, jobspec
@@ -273,13 +273,12 @@ def deadline_missed(
     fresh = [line for line in walk.lines if line not in recorded and not walk.claimed]
     if fresh:
         message += "\nThis try's placements:\n" + "\n".join(fresh)
-    finish_run(
-        submission.ledger,
+    _alert_then_end(
+        submission,
         snapshot,
         RunStatus.FAILED,
-        config=submission.config,
-        trigger=submission.trigger,
         reason=AlertReason.DEADLINE_MISSED,
+        claim=AlertReason.DEADLINE_MISSED,
         message=message,
         what_to_do=deadlines.missed_what_to_do(run, submission.template.name),
         attempt=attempt_number,
@@ -309,14 +308,16 @@ def over_budget(
     claim = alert_claim(AlertReason.BUDGET, f"attempt-{attempt_number}")
     if admission.verdict is Verdict.REJECT:
         status = RunStatus.FAILED if any(a.job_name for a in run.attempts) else RunStatus.REJECTED
-        if snapshot.run.status is not status:
-            snapshot = submission.ledger.set_status(run.run_id, status)
+        if walk.claimed:  # an earlier placement's create was refused: the attempt records it
+            refusal = walk.last_refusal or {"message": detail, "class": "budget"}
+            snapshot = submission.ledger.record_refused_create(
+                snapshot, attempt_number, refusal, walk.recorded_skips()
+            )
         never = [c for c in admission.blocking if c.never_fits]
-        alert_once(
-            submission.ledger,
-            snapshot.run,
-            config=submission.config,
-            trigger=submission.trigger,
+        _alert_then_end(
+            submission,
+            snapshot,
+            status,
             reason=AlertReason.BUDGET,
             claim=claim,
             message=(
@@ -335,8 +336,14 @@ def over_budget(
         log(logger, logging.ERROR, "run refused by its GPU-hour budget", labels=submission.labels,
             detail=detail)  # fmt: skip
         return DispatchResult(DispatchOutcome.REJECTED, run.run_id, detail=detail)
+    # Where the budget's retry walks from: the placement the run's own retry planned, else the
+    # head of the run's order (a learned order's best-ranked placement, not chain index 0).
     planned = run.next_retry
-    index = planned.placement_index if planned and planned.attempt == attempt_number else 0
+    index = (
+        planned.placement_index
+        if planned and planned.attempt == attempt_number
+        else start_of_order(run, submission.template)
+    )
     next_retry = RetryPlan(
         at=now + BUDGET_RECHECK_EVERY,
         attempt=attempt_number,
@@ -365,6 +372,41 @@ def over_budget(
     log(logger, logging.WARNING, "run waits for its GPU-hour budget", labels=submission.labels,
         detail=detail)  # fmt: skip
     return DispatchResult(DispatchOutcome.WAITING_BUDGET, run.run_id, detail=detail)
+
+
+def _alert_then_end(
+    submission: Submission,
+    snapshot: RunSnapshot,
+    status: RunStatus,
+    *,
+    reason: str,
+    claim: str,
+    message: str,
+    what_to_do: str,
+    attempt: int = RUN_LEVEL_ATTEMPT,
+) -> None:
+    """End a walk's run ``status`` with its alert: the alert first (claimed once), then the end,
+    both only while the run is still as ``snapshot`` shows it (its alerts aside): as the walk
+    read it, or as this delivery's own claim wrote it.
+
+    The alert comes first because an ended run is a duplicate to every redelivery: an alert
+    whose publish failed (its claim given back, the delivery redone) would never be sent. Both
+    are conditional because a delivery that read the run before another claimed an attempt or
+    created a job must not end a run whose job then runs untracked (``LedgerConflict``: the
+    redelivery reads the run as it is)."""
+    alert_once(
+        submission.ledger,
+        snapshot.run,
+        config=submission.config,
+        trigger=submission.trigger,
+        reason=reason,
+        claim=claim,
+        message=message,
+        what_to_do=what_to_do,
+        attempt=attempt,
+        only_if_unmoved=True,
+    )
+    submission.ledger.end_unmoved(snapshot, status)
 
 
 def _unsuitable_everywhere(submission: Submission, walk: Walk) -> DispatchResult:
@@ -439,13 +481,12 @@ def _give_up(
     the run moving again).
     """
     run = snapshot.run
-    alert_once(
-        submission.ledger,
-        run,
-        config=submission.config,
-        trigger=submission.trigger,
+    _alert_then_end(
+        submission,
+        snapshot,
+        RunStatus.FAILED,
         reason=AlertReason.NO_PLACEMENT,
-        claim=due.alert_claim,
+        claim=due.alert_claim or AlertReason.NO_PLACEMENT,
         message=(
             f"no placement of template {submission.template.name} could take the job for "
             f"{_hours(due.waited)}: the run is given up (FAILED). Each placement:\n"
@@ -458,7 +499,6 @@ def _give_up(
             "no_placement_give_up"
         ),
     )
-    submission.ledger.fail_waiting(snapshot)
     log(
         logger,
         logging.ERROR,

@@ -30,7 +30,7 @@ from typing import Any
 
 from shared.config.model import FlexStartPlacement, Placement
 from shared.model.jobstates import JobStateName
-from shared.model.runs import Attempt, Run
+from shared.model.runs import Attempt, Run, RunStatus
 from shared.model.triggers import JobRequest, ObjectFinalized, ScheduleTick, Trigger
 from shared.policy.run_history import outcome_class, started
 from shared.policy.timing import DEADLINE_MIN_USEFUL_WAIT
@@ -189,11 +189,25 @@ def describe_record(record: Mapping[str, Any]) -> str:
     return "unknown placement"
 
 
+def waiting_why(run: Run) -> str:
+    """Why a waiting run (the reconciler ends it past its deadline) has no job: the wait it is
+    in, a GPU-hour budget's named with the budget the run waited for."""
+    if run.status is RunStatus.WAITING_BUDGET:
+        budget = run.next_retry.reason if run.next_retry and run.next_retry.reason else ""
+        return "it is still waiting for its GPU-hour budget" + (f" ({budget})" if budget else "")
+    return "it is still waiting for a retry or a placement"
+
+
 def missed_message(run: Run, template: str, why: str, last_ended: str | None = None) -> str:
     """The deadline-missed alert's message: what happened and every placement tried
     (``tried_lines``)."""
     lines = tried_lines(run, last_ended)
-    tried = "\n".join(lines) if lines else "(no placement was tried)"
+    none_tried = (
+        "(no placement was tried: the run waited for its GPU-hour budget)"
+        if run.status is RunStatus.WAITING_BUDGET
+        else "(no placement was tried)"
+    )
+    tried = "\n".join(lines) if lines else none_tried
     return (
         f"run {run.run_id} of template {template!r} has no job running and cannot start one "
         f"before its deadline {describe_deadline(run)} (start_by): {why}. Each placement tried:"

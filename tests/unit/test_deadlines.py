@@ -509,6 +509,47 @@ def test_the_missed_alert_names_every_placement_tried_and_why() -> None:
     assert NOW.isoformat() in message
 
 
+@pytest.mark.parametrize(
+    ("run", "says", "tried"),
+    [
+        pytest.param(
+            _waiting(NOW, (ENDED,)),
+            "still waiting for a retry or a placement",
+            "attempt 1:",
+            id="retry-wait",
+        ),
+        pytest.param(
+            _waiting(NOW),
+            "still waiting for a retry or a placement",
+            "(no placement was tried)",
+            id="placement-wait-nothing-tried",
+        ),
+        pytest.param(
+            replace(
+                _waiting(NOW),
+                status=RunStatus.WAITING_BUDGET,
+                next_retry=a_retry_plan(1, reason="budget: template t's budget 3.0h: 2.5h used"),
+            ),
+            "waiting for its GPU-hour budget (budget: template t's budget 3.0h: 2.5h used)",
+            "(no placement was tried: the run waited for its GPU-hour budget)",
+            id="budget-wait-names-the-budget",
+        ),
+        pytest.param(
+            replace(_waiting(NOW), status=RunStatus.WAITING_BUDGET, next_retry=None),
+            "waiting for its GPU-hour budget.",
+            "the run waited for its GPU-hour budget",
+            id="budget-wait-without-a-plan",
+        ),
+    ],
+)
+def test_the_missed_alert_of_a_waiting_run_says_what_it_waited_for(
+    run: Any, says: str, tried: str
+) -> None:
+    message = deadlines.missed_message(run, "resnet-a100", deadlines.waiting_why(run))
+    assert says in message
+    assert tried in message
+
+
 # --- a request's start_by --------------------------------------------------------------------
 
 

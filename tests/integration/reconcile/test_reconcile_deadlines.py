@@ -20,8 +20,9 @@ from cloudevents.http import CloudEvent
 from reconcile_test_support import World, of_run, topic
 
 from emulator_stack import LOCAL_PROJECT
+from shared.adapters.alerts import AlertNotSent
 from shared.adapters.config_source import load_config
-from shared.adapters.ledger import RunStatus
+from shared.adapters.ledger import LedgerConflict, RunStatus
 from shared.handlers.dispatch import dispatch_event
 from shared.handlers.services import Services
 from shared.model.alerts import AlertReason
@@ -234,3 +235,90 @@ def test_a_request_that_would_lengthen_the_deadline_is_rejected_and_alerted_once
     [alert] = of_run(timed.alerts.pull(), first.run_id)
     assert alert.body()["reason"] == AlertReason.INVALID_REQUEST.value
     assert "start_by (1h)" in alert.body()["message"]
+
+
+def _make_the_missing_pool(world: World) -> None:
+    """Put the persistent resource ``pool-missing-by-1h`` names: its next walk can create."""
+    from test_reconcile_watchdogs import DISK, MACHINE, PARENT
+
+    world.vertex.call(
+        "PUT",
+        "persistentResources",
+        {
+            "name": f"{PARENT}/persistentResources/absent-pool",
+            "resourcePools": [{"machineSpec": MACHINE, "diskSpec": DISK, "replicaCount": "1"}],
+        },
+    )
+
+
+def test_a_stale_delivery_past_the_deadline_does_not_end_a_run_another_delivery_started(
+    timed: World,
+) -> None:
+    """Two copies of a retry read the run before either claims; the first claims and creates
+    the job; the second, finding the deadline too close, must not end the run (its job would
+    run untracked) nor alert a deadline missed."""
+    from shared.handlers.submission import submit_attempt
+    from shared.handlers.walk import Submission
+
+    started = _dispatch(timed, _request(timed, "pool-missing-by-1h"))
+    timed.vertex.advance(21 * MINUTE)
+    timed.reconcile()  # publishes the planned retry (due after backoff.base, 20m)
+    [retry] = of_run(timed.retries.pull(), started.run_id)
+    stale = timed.services.ledger.get_run(started.run_id)  # the late copy's read
+    assert stale is not None and stale.run.status is RunStatus.WAITING_RETRY
+    _make_the_missing_pool(timed)
+    [created] = timed.deliver_retries([retry])  # the first copy claims and creates
+    assert created.outcome is DispatchOutcome.SUBMITTED
+    timed.vertex.advance(34 * MINUTE)  # 5 minutes left: the late copy finds it too close
+
+    services = timed.services
+    late = Submission(
+        config=services.config,
+        ledger=services.ledger,
+        template=services.config.templates["pool-missing-by-1h"],
+        params={"dataset_uri": "gs://a/d/"},
+        trigger="the late copy of the retry",
+        now=services.now,
+    )
+    with pytest.raises(LedgerConflict):  # transient: the copy is delivered again
+        submit_attempt(late, stale, 1, 0)
+
+    run = timed.run(started.run_id)
+    assert run.status is RunStatus.SUBMITTED
+    assert run.last_attempt.job_name == created.job_name
+    assert run.alerts == ()
+    assert of_run(timed.alerts.pull(), started.run_id) == []
+    [again] = timed.deliver_retries([retry])  # the late copy's redelivery reads the run anew
+    assert again.outcome is DispatchOutcome.DUPLICATE
+    assert len(timed.creates(started.run_id)) == 1
+    assert timed.run(started.run_id).status is RunStatus.SUBMITTED
+
+
+def test_a_deadline_missed_alert_whose_publish_fails_is_sent_by_the_redelivery(
+    timed: World,
+) -> None:
+    """The alert goes out before the run ends: a failed publish leaves the run waiting, so the
+    redelivery (which an ended run would make a duplicate) alerts, then ends it."""
+    started = _dispatch(timed, _request(timed, "pool-missing-by-1h"))
+    timed.vertex.advance(21 * MINUTE)
+    timed.reconcile()
+    [retry] = of_run(timed.retries.pull(), started.run_id)
+    timed.vertex.advance(34 * MINUTE)  # 5 minutes left: too close to start by
+    config = timed.services.config
+    no_alerts_topic = replace(config, alerts_topic=f"{config.alerts_topic}-missing")
+    unpublished = replace(
+        timed,
+        services=Services(no_alerts_topic, now=timed.vertex.now, _ledger=timed.services.ledger),
+    )
+
+    with pytest.raises(AlertNotSent):  # transient: the retry is delivered again
+        unpublished.deliver_retries([retry])
+
+    waiting = timed.run(started.run_id)
+    assert waiting.status is RunStatus.WAITING_RETRY
+    assert waiting.alerts == ()  # the claim was given back
+    [redelivered] = timed.deliver_retries([retry])
+    assert redelivered.outcome is DispatchOutcome.REJECTED
+    assert timed.run(started.run_id).status is RunStatus.FAILED
+    reasons = [m.body()["reason"] for m in of_run(timed.alerts.pull(), started.run_id)]
+    assert reasons == [AlertReason.DEADLINE_MISSED.value]
