@@ -9,19 +9,24 @@ fits at a time (configs/budgets.yaml). The emulator's clock is the only clock.
 from __future__ import annotations
 
 import dataclasses
+import json
+import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from reconcile_test_support import World, of_run
+from reconcile_test_support import Message, World, of_run, topic
 
+from shared.adapters.alerts import AlertNotSent
 from shared.adapters.config_source import load_config
 from shared.adapters.ledger import RunStatus
 from shared.config.model import Budget
+from shared.handlers.dispatch import dispatch_event
 from shared.handlers.services import Services
 from shared.model.budgets import CONFIG_SCOPE, template_scope
-from shared.model.results import DispatchOutcome
+from shared.model.results import DispatchOutcome, DispatchResult
+from shared.model.runkeys import request_run_key, run_id
 from shared.policy.timing import BUDGET_RECHECK_EVERY
 
 CONFIG = Path(__file__).parent / "configs" / "budgets.yaml"
@@ -91,12 +96,23 @@ def test_a_run_over_budget_waits_alerted_once_and_starts_when_the_budget_frees(
     assert set(book.reservations) == {f"{second.run_id}#1"}  # the first settled
 
 
+def _request(template: str) -> Message:
+    """A job request for ``template``, as Eventarc delivers it (and may deliver it again)."""
+    body = {"template": template, "params": {"dataset_uri": "gs://acme/data/"}}
+    return Message(json.dumps(body).encode(), {"kind": "train"}, f"req-{time.time_ns()}")
+
+
+def _deliver(world: World, message: Message) -> DispatchResult:
+    return dispatch_event(message.cloud_event(topic("requests")), world.services)
+
+
 def test_reject_ends_the_run_with_one_alert_and_no_job(budgeted: World) -> None:
     world = budgeted
     first = world.request_run("budget-reject")
     assert first.outcome is DispatchOutcome.SUBMITTED
+    request = _request("budget-reject")
 
-    refused = world.request_run("budget-reject")
+    refused = _deliver(world, request)
 
     assert refused.outcome is DispatchOutcome.REJECTED
     run = world.run(refused.run_id)
@@ -104,10 +120,42 @@ def test_reject_ends_the_run_with_one_alert_and_no_job(budgeted: World) -> None:
     assert world.creates(refused.run_id) == []
     assert _reasons(world, refused.run_id).count("budget") == 1
     # A redelivery of the same request finds the run over: no second alert, no job.
+    again = _deliver(world, request)
+    assert (again.outcome, again.run_id) == (DispatchOutcome.DUPLICATE, refused.run_id)
+    assert _reasons(world, refused.run_id) == []
+    assert world.creates(refused.run_id) == []
     world.vertex.advance(60)
     world.reconcile()
     assert world.retries.pull() == []
     assert _reasons(world, refused.run_id) == []
+
+
+def test_a_budget_refusal_whose_alert_fails_to_publish_is_alerted_by_the_redelivery(
+    budgeted: World,
+) -> None:
+    """The alert goes out before the run ends: a failed publish leaves the run open, so the
+    redelivery (which an ended run would make a duplicate) alerts, then ends it."""
+    world = budgeted
+    assert world.request_run("budget-reject").outcome is DispatchOutcome.SUBMITTED
+    # Refused once with its alerts sent: the budget's thresholds are alerted for the window.
+    assert world.request_run("budget-reject").outcome is DispatchOutcome.REJECTED
+    world.alerts.pull()
+    request = _request("budget-reject")
+    config = world.services.config
+    no_alerts_topic = dataclasses.replace(config, alerts_topic=f"{config.alerts_topic}-missing")
+    unpublished = Services(no_alerts_topic, now=world.vertex.now, _ledger=world.services.ledger)
+
+    with pytest.raises(AlertNotSent):  # transient: the request is delivered again
+        dispatch_event(request.cloud_event(topic("requests")), unpublished)
+
+    opened = world.run(run_id(request_run_key(request.message_id, None)))
+    assert not opened.status.is_terminal()
+    assert opened.alerts == ()  # the claim was given back
+    refused = _deliver(world, request)
+    assert (refused.outcome, refused.run_id) == (DispatchOutcome.REJECTED, opened.run_id)
+    assert world.run(refused.run_id).status is RunStatus.REJECTED
+    assert _reasons(world, refused.run_id) == ["budget"]
+    assert world.creates(refused.run_id) == []
 
 
 def test_concurrent_submissions_near_the_limit_create_one_job(budgeted: World) -> None:
