@@ -25,7 +25,7 @@ from shared.model.runs import SkipClass
 from shared.policy import deadlines, jobspec
 from shared.policy.budgets import Verdict
 from shared.policy.machines import draws_preemptible_quota, preemptible_quota_metric
-from shared.policy.placement_order import start_of_order
+from shared.policy.placement_order import resume_index, start_of_order
 from shared.policy.records import describe_placement
 from shared.policy.timing import BUDGET_RECHECK_EVERY
 from shared.policy.watchdogs import (
@@ -336,18 +336,10 @@ def over_budget(
         log(logger, logging.ERROR, "run refused by its GPU-hour budget", labels=submission.labels,
             detail=detail)  # fmt: skip
         return DispatchResult(DispatchOutcome.REJECTED, run.run_id, detail=detail)
-    # Where the budget's retry walks from: the placement the run's own retry planned, else the
-    # head of the run's order (a learned order's best-ranked placement, not chain index 0).
-    planned = run.next_retry
-    index = (
-        planned.placement_index
-        if planned and planned.attempt == attempt_number
-        else start_of_order(run, submission.template)
-    )
     next_retry = RetryPlan(
         at=now + BUDGET_RECHECK_EVERY,
         attempt=attempt_number,
-        placement_index=index,
+        placement_index=resume_index(run, submission.template, attempt_number),
         reason="budget: " + "; ".join(c.describe() for c in admission.blocking),
     )
     snapshot = submission.ledger.wait_for_budget(snapshot, next_retry)  # or conflict

@@ -233,6 +233,16 @@ def start_of_order(run: Run, template: Template) -> int:
     return order[0] if order else 0
 
 
+def resume_index(run: Run, template: Template, attempt: int) -> int:
+    """The chain index a wait that holds attempt ``attempt`` back (a GPU-hour budget's) resumes
+    its walk at: where the run's own planned retry for that attempt would have walked from, else
+    the head of the run's order (``start_of_order``: a learned order's best-ranked placement)."""
+    planned = run.next_retry
+    if planned is not None and planned.attempt == attempt:
+        return planned.placement_index
+    return start_of_order(run, template)
+
+
 def _rank(stats: PlacementStats, index: int) -> tuple[int, float, int]:
     expected = stats.expected_wait
     if expected is not None:

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from shared.config.model import OnDemandPlacement, Template
-from shared.model.runs import Attempt, PlacementSkip, Run, SkipClass
+from shared.model.runs import Attempt, PlacementSkip, RetryPlan, Run, SkipClass
 from shared.policy.placement_order import (
     EXPLORE_SHARE,
     LEARNING_WINDOW,
@@ -17,6 +17,7 @@ from shared.policy.placement_order import (
     order_placements,
     placement_stats,
     recorded_order,
+    resume_index,
     run_draws,
     start_of_order,
     written_order,
@@ -303,6 +304,31 @@ def test_a_run_follows_its_recorded_order_while_it_fits_the_chain(
     run = Run("r", "k", "route", "learned", {}, placement_order=recorded)
     assert recorded_order(run, CHAIN) == order
     assert start_of_order(run, CHAIN) == start
+
+
+@pytest.mark.parametrize(
+    ("recorded", "planned", "attempt", "index"),
+    [
+        pytest.param(None, None, 1, 0, id="as-written-nothing-planned"),
+        pytest.param((2, 0, 1), None, 1, 2, id="learned-starts-at-its-best-ranked"),
+        pytest.param((2, 0, 1), (1, 0), 1, 0, id="the-planned-retry-of-this-attempt"),
+        pytest.param((2, 0, 1), (1, 1), 2, 2, id="a-plan-of-another-attempt-is-not-followed"),
+        pytest.param((1, 0), None, 1, 0, id="an-order-the-chain-outgrew"),
+    ],
+)
+def test_a_budget_wait_resumes_where_the_run_would_have_walked(
+    recorded: tuple[int, ...] | None,
+    planned: tuple[int, int] | None,
+    attempt: int,
+    index: int,
+) -> None:
+    plan = (
+        RetryPlan(at=NOW, attempt=planned[0], placement_index=planned[1], reason="capacity")
+        if planned
+        else None
+    )
+    run = Run("r", "k", "route", "learned", {}, placement_order=recorded, next_retry=plan)
+    assert resume_index(run, CHAIN, attempt) == index
 
 
 def test_the_written_order_says_why() -> None:
