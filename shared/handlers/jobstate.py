@@ -444,7 +444,10 @@ def _decide_and_record(
     from shared.adapters.ledger import AttemptOutcome
     from shared.policy.decisions import decide
 
-    run = snapshot.run
+    # The run as this observation leaves it: the last attempt's history with the job's times,
+    # so that a job that started and ended between two readings (never seen RUNNING) counts as
+    # started (``deadlines.binds``) and its end's times are known (``_cool_down_after_capacity``).
+    run = observed_run(snapshot.run, classification.state, times)
     # None when the template left the config: the end is still decided (never retried).
     template = services.config.templates.get(run.template)
     now = services.now()
@@ -499,10 +502,22 @@ def _cool_down_after_capacity(
     must be recorded."""
     from shared.config.model import FailureClass
     from shared.handlers.cooldowns import start_cooldown
+    from shared.policy.deadlines import ended_by_own_deadline
     from shared.policy.decisions import PlacementNotInChain, placement_index
 
     attempt = run.last_attempt
     if classification.failure is not FailureClass.CAPACITY or template is None or attempt is None:
+        return
+    if ended_by_own_deadline(run, attempt, max_queue=template.max_queue):
+        # The run's own deadline cut the wait (or the queue): no evidence about the placement
+        # for every other run. ``run`` carries this end's times (``observed_run``).
+        log(
+            logger,
+            logging.INFO,
+            "capacity end at the run's own deadline: no placement cooldown",
+            labels={"run_id": run.run_id, "route": run.route, "template": run.template},
+            attempt=attempt.number,
+        )
         return
     try:
         placement = template.placements[placement_index(template, attempt)]
@@ -518,6 +533,19 @@ def _cool_down_after_capacity(
         run_id=run.run_id,
         labels={"run_id": run.run_id, "route": run.route, "template": run.template},
     )
+
+
+def observed_run(run: Run, state: str, times: JobTimes) -> Run:
+    """``run`` whose last attempt's history takes the observed ``state`` with the job's
+    ``times`` (``runs.with_history``), as the decision's write will record it."""
+    from dataclasses import replace
+
+    from shared.model.runs import with_history
+
+    last = run.last_attempt
+    if last is None:
+        return run
+    return replace(run, attempts=(*run.attempts[:-1], with_history(last, state, times)))
 
 
 def decision_record(

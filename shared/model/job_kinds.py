@@ -31,6 +31,15 @@ class JobKind(enum.StrEnum):
         """The API's name of the resource type: ``CustomJob``, ``HyperparameterTuningJob``, ..."""
         return _RESOURCES[self]
 
+    @property
+    def resumes(self) -> bool:
+        """Whether a resubmitted job of the kind resumes from the previous attempt's output
+        (docs/architecture.md, "Resume"). Not a sweep: Vertex AI gives each trial its own
+        ``<base>/<trial id>/`` directory and trial ids restart at 1 in every tuning job, so trial
+        N of an earlier attempt ran other hyperparameters; a resubmitted sweep starts its trials
+        over, each attempt under its own directory. A pipeline's training task is one job."""
+        return self is not JobKind.HYPERPARAMETER_TUNING_JOB
+
 
 _COLLECTIONS: Final[dict[JobKind, str]] = {
     JobKind.CUSTOM_JOB: "customJobs",

@@ -19,6 +19,11 @@ Pure functions of the deadline, the run and ``now`` (the caller's clock), tested
 
 The deadline is about starting: once a job of the run has run (``binds``), it no longer applies,
 and a job RUNNING is never cancelled for it.
+
+- ``ended_by_own_deadline``: a capacity end that came from a limit the run set itself (its cut
+  FLEX_START wait ran out, or the queue watchdog cancelled its job at the deadline) says nothing
+  about the placement: it starts no cooldown for every run (``handlers.jobstate``) and is no
+  capacity failure in learned placement order (``policy.placement_order``).
 """
 
 from __future__ import annotations
@@ -28,11 +33,13 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from shared.config.model import FlexStartPlacement, Placement
+from shared.config.durations import parse_duration
+from shared.config.model import DEFAULT_MAX_QUEUE, FlexStartPlacement, Placement
 from shared.model.jobstates import JobStateName
-from shared.model.runs import Attempt, Run, RunStatus
+from shared.model.runs import Attempt, CancelReason, Run, RunStatus, cancel_reason_of
 from shared.model.triggers import JobRequest, ObjectFinalized, ScheduleTick, Trigger
-from shared.policy.run_history import outcome_class, started
+from shared.policy.records import DEADLINE_MAX_WAIT_KEY
+from shared.policy.run_history import created_at, outcome_class, started
 from shared.policy.timing import DEADLINE_MIN_USEFUL_WAIT
 
 
@@ -127,6 +134,61 @@ def deadline_queue_limit(
     if deadline is None or created + limit <= deadline:
         return None
     return max(deadline - created, timedelta(0))
+
+
+def ended_by_own_deadline(
+    run: Run, attempt: Attempt, *, max_queue: timedelta | None = None
+) -> bool:
+    """Whether ``attempt``'s job, which never started, ended at a limit ``run``'s own deadline
+    set rather than its placement's, so that its (capacity) end is no evidence about the
+    placement:
+
+    - its FLEX_START wait was cut by the deadline (``cut_placement``: the recorded
+      ``deadline_max_wait`` shorter than the written ``max_wait``, 0 = forever) and the job ended
+      when the cut wait had run out. A written wait that ran out is real capacity evidence, and
+      so is a job that ended before its cut wait did (a stockout);
+    - the queue watchdog cancelled it (``queue_timeout``) on a placement without a max wait of
+      its own, the deadline cutting its limit: created before the deadline (and not let past it
+      by an operator), its written limit (``max_queue``, the template's; else
+      ``DEFAULT_MAX_QUEUE``) reaching past the deadline (``deadline_queue_limit``), ended at or
+      after the deadline.
+
+    Needs the job's create and end times (``Attempt.job_created_at`` / history, ``ended_at``):
+    without them the end is taken as the placement's."""
+    created, ended = created_at(attempt), attempt.ended_at
+    if created is None or ended is None or started(attempt):
+        return False
+    cut = _deadline_cut_wait(attempt.placement)
+    if cut is not None:
+        return ended >= created + cut
+    deadline = run.start_deadline
+    if (
+        deadline is None
+        or "flex_start" in attempt.placement
+        or cancel_reason_of(attempt) is not CancelReason.QUEUE_TIMEOUT
+        or (run.operator_grant is not None and attempt.number >= run.operator_grant)
+        or any(_ran(a) for a in run.attempts if a.number < attempt.number)
+        or created >= deadline
+        or ended < deadline
+    ):
+        return False
+    return deadline_queue_limit(max_queue or DEFAULT_MAX_QUEUE, deadline, created) is not None
+
+
+def _deadline_cut_wait(record: Mapping[str, Any]) -> timedelta | None:
+    """The FLEX_START wait a recorded placement's job was created with when the deadline cut it
+    shorter than the written one (0 waits forever); None when it did not."""
+    flex = record.get("flex_start")
+    if not isinstance(flex, Mapping) or DEADLINE_MAX_WAIT_KEY not in flex:
+        return None
+    try:
+        cut = parse_duration(flex[DEADLINE_MAX_WAIT_KEY])
+        written = parse_duration(flex.get("max_wait", "0s"))
+    except (TypeError, ValueError):
+        return None
+    if cut <= timedelta(0) or (timedelta(0) < written <= cut):
+        return None
+    return cut
 
 
 def describe_deadline(run: Run) -> str:

@@ -25,6 +25,10 @@ that attempt's output directory (``previous_output``, read from the run by the c
 ``policy.run_history.previous_output``): every program of every worker pool gets it as the env
 ``VERTEX_DISPATCH_PREVIOUS_OUTPUT`` and the ``{previous_output}`` placeholder is filled with it
 (empty when there is none, and then no env is added). The rendering stays pure: it is passed in.
+A sweep does not resume (``JobKind.resumes``): Vertex AI gives each trial ``<base>/<trial id>/``
+and trial ids restart at 1 in every tuning job, so an earlier attempt's trial N ran other
+hyperparameters. A sweep's rendering drops ``previous_output`` and puts each attempt under its own
+``<base>/attempt-N/`` (``attempt_output_dir``), so no trial finds another attempt's checkpoints.
 
 Importing this module imports the ``aiplatform_v1`` protos it uses (through ``shared.aiplatform``,
 about 0.5 s instead of the whole package's 2 s): only code past a matched route may.
@@ -227,12 +231,16 @@ def render_job(
     """Build the job one attempt of a run would create on ``placement``: the CustomJob that
     runs, wrapped as a sweep or a pipeline when the template is of that kind (``kind``).
     ``previous_output``: the output directory this attempt resumes from (see the module
-    docstring), None on a first attempt or when no earlier attempt's job ran.
+    docstring), None on a first attempt or when no earlier attempt's job ran; a sweep ignores it
+    and writes under its attempt's own directory (``attempt_output_dir``).
 
     Raises InvalidJobSpec when the template does not parse, a placeholder names no parameter, or
     a machine override names an unknown accelerator. Rule checks are ``shared.validation``'s.
     """
     region = placement.region or default_region
+    resumes = template.kind.resumes
+    if not resumes:
+        previous_output = None  # a sweep's trials start over (module docstring)
     # Built-in parameters win over a trigger's: a request cannot forge its run id or attempt.
     values = {
         **params,
@@ -245,6 +253,9 @@ def render_job(
     }
     spec = parse_job_spec(template)
     _fill_spec(spec, values, template=template.name)
+    if not resumes and spec.base_output_directory.output_uri_prefix:
+        output = spec.base_output_directory
+        output.output_uri_prefix = attempt_output_dir(output.output_uri_prefix, attempt)
     if previous_output:
         _set_previous_output(spec, previous_output)
     if template.timeout is not None:
@@ -297,6 +308,12 @@ def _wrapped(
             job, template.training_pipeline, fill=filled, template=template.name
         ),
     )
+
+
+def attempt_output_dir(base: str, attempt: int) -> str:
+    """Attempt ``attempt``'s own directory under the run's ``base`` (a sweep's: its trials write
+    under ``<base>/attempt-N/<trial id>/``, never where an earlier attempt's trials wrote)."""
+    return f"{base.rstrip('/')}/attempt-{attempt}/"
 
 
 def _fill_spec(spec: CustomJobSpec, values: Mapping[str, str], *, template: str) -> None:

@@ -8,8 +8,8 @@ Pure rules over plain data (the runs ``Ledger.recent_runs`` read, an injected ``
   (``policy.cooldown.placement_key``: kind|region|machine, so two placements on the same machines
   share what was measured), over ``LEARNING_WINDOW``: the measured time-to-start of each attempt
   that started (``run_history.time_to_start``), the capacity failures (an attempt whose outcome
-  class is ``capacity``, or a create refused for capacity, recorded as a skip) and when it was
-  last used.
+  class is ``capacity``, or a create refused for capacity, recorded as a skip; not an end the
+  run's own deadline caused, ``deadlines.ended_by_own_deadline``) and when it was last used.
 - ``order_placements``: the order and a short reason per placement. Placements that started in
   the window come first, by expected wait (the median time-to-start, plus ``CAPACITY_PENALTY``
   per capacity failure); then the untried ones; then those that only failed, fewest failures
@@ -40,6 +40,7 @@ from shared.config.durations import describe_duration
 from shared.config.model import Template
 from shared.model.runs import Attempt, Run, SkipClass
 from shared.policy.cooldown import KEY_SEPARATOR, placement_key
+from shared.policy.deadlines import ended_by_own_deadline
 from shared.policy.records import chain_record, placement_kind, placement_record
 from shared.policy.run_history import created_at, outcome_class, time_to_start
 
@@ -125,10 +126,13 @@ def placement_stats(
     *,
     chain_records: Mapping[str, str] | None = None,
     window: timedelta = LEARNING_WINDOW,
+    max_queue: timedelta | None = None,
 ) -> dict[str, PlacementStats]:
     """The stats of each key in ``keys`` from the attempts of ``runs`` seen within ``window``
     before ``now``. ``chain_records``: each chain placement's record (JSON) to its key, to place
-    an attempt without a recorded machine and a create refused for capacity (a skip)."""
+    an attempt without a recorded machine and a create refused for capacity (a skip).
+    A capacity end the run's own deadline caused (``deadlines.ended_by_own_deadline``;
+    ``max_queue``: the template's) is no failure of the placement's."""
     records = chain_records or {}
     wanted = set(keys)
     starts: dict[str, list[timedelta]] = {key: [] for key in wanted}
@@ -151,7 +155,9 @@ def placement_stats(
                 waited = time_to_start(attempt)
                 if waited is not None:
                     starts[key].append(waited)
-                if outcome_class(attempt) == CAPACITY_CLASS:
+                if outcome_class(attempt) == CAPACITY_CLASS and not ended_by_own_deadline(
+                    run, attempt, max_queue=max_queue
+                ):
                     failures[key] += 1
             for skip in attempt.skips:
                 if skip.skip_class != SkipClass.CAPACITY.value:
@@ -206,7 +212,9 @@ def learn_order(
         _record_text(placement_record(placement)): key
         for placement, key in zip(template.placements, keys, strict=True)
     }
-    stats = placement_stats(keys, runs, now, chain_records=records, window=window)
+    stats = placement_stats(
+        keys, runs, now, chain_records=records, window=window, max_queue=template.max_queue
+    )
     return order_placements(keys, stats, run_id=run_id, now=now, window=window)
 
 

@@ -72,11 +72,13 @@ def started(attempt: Attempt) -> bool:
 def previous_output(attempts: Sequence[Attempt], attempt_number: int) -> str | None:
     """The output directory attempt ``attempt_number`` resumes from: that of the latest earlier
     attempt whose job started (only a job that ran can have left a checkpoint); None when no
-    earlier attempt started or it recorded no output directory."""
+    earlier attempt started, it recorded no output directory, or it was a sweep (its directory
+    holds one per trial, of other hyperparameters: ``JobKind.resumes``)."""
     earlier = [a for a in attempts if a.number < attempt_number and started(a)]
     if not earlier:
         return None
-    return max(earlier, key=lambda a: a.number).output_dir
+    latest = max(earlier, key=lambda a: a.number)
+    return latest.output_dir if latest.job_kind.resumes else None
 
 
 def held_interval(attempt: Attempt, now: datetime) -> tuple[datetime, datetime] | None:

@@ -123,6 +123,12 @@ FLEX_SPEC = {
     "baseOutputDirectory": {"outputUriPrefix": f"gs://acme-out/{RUN_ID}/"},
     "scheduling": {"timeout": "21600s", "strategy": "FLEX_START", "maxWaitDuration": "7200s"},
 }
+# A sweep's attempt writes under its own directory: its trials start over (docs/architecture.md,
+# "Resume"), so attempt 2's trial N never meets attempt 1's.
+SWEEP_SPEC = {
+    **FLEX_SPEC,
+    "baseOutputDirectory": {"outputUriPrefix": f"gs://acme-out/{RUN_ID}/attempt-2/"},
+}
 
 
 def test_a_sweep_is_a_tuning_job_whose_trial_job_is_the_rendered_job() -> None:
@@ -157,11 +163,11 @@ def test_a_sweep_is_a_tuning_job_whose_trial_job_is_the_rendered_job() -> None:
         "maxTrialCount": 20,
         "parallelTrialCount": 4,
         "maxFailedTrialCount": 3,
-        "trialJobSpec": FLEX_SPEC,
+        "trialJobSpec": SWEEP_SPEC,
         "labels": LABELS,
     }
     # The job that runs is a trial: the same spec, checked by every placement rule.
-    assert rest(rendered.custom_job)["jobSpec"] == FLEX_SPEC
+    assert rest(rendered.custom_job)["jobSpec"] == SWEEP_SPEC
 
 
 @pytest.mark.parametrize(

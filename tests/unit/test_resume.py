@@ -3,7 +3,8 @@ attempt that ran left its checkpoints (docs/architecture.md, "Resume").
 
 Tables: which earlier attempt a new one resumes from (``policy.run_history``); the env
 ``VERTEX_DISPATCH_PREVIOUS_OUTPUT`` and the ``{previous_output}`` placeholder in the job that runs,
-for each kind (a CustomJob, a sweep's trial job, a pipeline's training task). The load error for
+for each kind (a CustomJob, a pipeline's training task; a sweep's trials never resume and each of
+its attempts writes under its own directory). The load error for
 a per-attempt base output directory: tests/unit/config/test_output_dir.py.
 """
 
@@ -25,11 +26,17 @@ from shared.config.model import (
     TuningParameter,
 )
 from shared.config.placeholders import RENDER_FIELDS
+from shared.model.job_kinds import JobKind
 from shared.model.jobstates import JobStateName
 from shared.model.runs import CREATED_EVENT, Attempt, AttemptEvent
 from shared.policy import run_history
 from shared.policy.job_views import view_of
-from shared.policy.jobspec import PREVIOUS_OUTPUT_ENV, RenderedJob, render_job
+from shared.policy.jobspec import (
+    PREVIOUS_OUTPUT_ENV,
+    RenderedJob,
+    attempt_output_dir,
+    render_job,
+)
 
 RUN_ID = "r-3f2a9c0d1e4b5a6978877665"
 OUT = f"gs://acme-out/{RUN_ID}/"
@@ -137,6 +144,26 @@ RAN = {"events": (AttemptEvent(CREATED_EVENT, T0), AttemptEvent(RUNNING, T0))}
             None,
             id="no-output-directory-recorded",
         ),
+        pytest.param(
+            [
+                _attempt(
+                    1,
+                    FAILED,
+                    started_at=T0,
+                    output_dir=f"{OUT}attempt-1/",
+                    job_kind=JobKind.HYPERPARAMETER_TUNING_JOB,
+                )
+            ],
+            2,
+            None,
+            id="a-sweep-ran-its-trials-are-not-resumed",
+        ),
+        pytest.param(
+            [_attempt(1, FAILED, started_at=T0, job_kind=JobKind.TRAINING_PIPELINE)],
+            2,
+            OUT,
+            id="a-pipelines-training-task-is-resumed",
+        ),
     ],
 )
 def test_a_retry_resumes_from_the_latest_earlier_attempt_that_started(
@@ -197,24 +224,79 @@ def _env(program: dict[str, Any]) -> dict[str, str]:
     return {variable["name"]: variable.get("value", "") for variable in program.get("env", [])}
 
 
-@pytest.mark.parametrize("kind", sorted(KINDS))
-def test_a_retry_of_a_run_that_ran_tells_every_program_where_to_resume(kind: str) -> None:
+# A sweep never resumes: its trials write under <base>/<trial id>/ and trial ids restart at 1 in
+# every tuning job, so another attempt's trial N ran other hyperparameters. Each attempt of a sweep
+# gets its own directory instead (attempt 2 here).
+SWEEP_OUT = f"{OUT}attempt-2/"
+
+
+@pytest.mark.parametrize(
+    ("kind", "resumes", "output_dir"),
+    [
+        ("custom_job", True, OUT),
+        ("pipeline", True, OUT),  # the training task is one job: it resumes
+        ("sweep", False, SWEEP_OUT),
+    ],
+)
+def test_a_retry_of_a_run_that_ran_tells_every_program_where_to_resume_except_a_sweep(
+    kind: str, resumes: bool, output_dir: str
+) -> None:
     rendered = _render(kind, OUT)
     container, skipped, package = _programs(rendered)
     assert skipped == {}
-    assert _env(container) == {PREVIOUS_OUTPUT_ENV: OUT}
-    assert _env(package) == {"EPOCHS": "90", PREVIOUS_OUTPUT_ENV: OUT}
-    assert container["args"] == [f"--resume-from={OUT}", f"--out={RUN_ID}"]
+    if resumes:
+        assert _env(container) == {PREVIOUS_OUTPUT_ENV: OUT}
+        assert _env(package) == {"EPOCHS": "90", PREVIOUS_OUTPUT_ENV: OUT}
+        assert container["args"] == [f"--resume-from={OUT}", f"--out={RUN_ID}"]
+    else:
+        assert _env(container) == {PREVIOUS_OUTPUT_ENV: "forged"}  # the template's, as written
+        assert _env(package) == {"EPOCHS": "90"}
+        assert container["args"] == ["--resume-from=", f"--out={RUN_ID}"]
     job = view_of(rendered.resource)
-    assert job.job_spec.base_output_directory.output_uri_prefix == OUT
+    assert job.job_spec.base_output_directory.output_uri_prefix == output_dir
+    # What the intent records as the attempt's output directory (handlers/submission.py).
+    assert rendered.custom_job.job_spec.base_output_directory.output_uri_prefix == output_dir
 
 
-@pytest.mark.parametrize("kind", sorted(KINDS))
-def test_a_first_attempt_gets_an_empty_placeholder_and_no_env_of_ours(kind: str) -> None:
-    container, _, package = _programs(_render(kind, None))
+@pytest.mark.parametrize(
+    ("kind", "output_dir"),
+    [("custom_job", OUT), ("pipeline", OUT), ("sweep", f"{OUT}attempt-2/")],
+)
+def test_a_first_attempt_gets_an_empty_placeholder_and_no_env_of_ours(
+    kind: str, output_dir: str
+) -> None:
+    rendered = _render(kind, None)
+    container, _, package = _programs(rendered)
     assert _env(container) == {PREVIOUS_OUTPUT_ENV: "forged"}  # the template's, left as written
     assert _env(package) == {"EPOCHS": "90"}
     assert container["args"] == ["--resume-from=", f"--out={RUN_ID}"]
+    assert view_of(rendered.resource).job_spec.base_output_directory.output_uri_prefix == output_dir
+
+
+@pytest.mark.parametrize(
+    ("base", "attempt", "expected"),
+    [
+        ("gs://b/r-1/", 1, "gs://b/r-1/attempt-1/"),
+        ("gs://b/r-1", 2, "gs://b/r-1/attempt-2/"),  # one spelling, with or without the slash
+        ("gs://b/r-1//", 12, "gs://b/r-1/attempt-12/"),
+    ],
+)
+def test_a_sweeps_attempt_writes_under_its_own_directory(
+    base: str, attempt: int, expected: str
+) -> None:
+    assert attempt_output_dir(base, attempt) == expected
+
+
+@pytest.mark.parametrize(
+    ("kind", "resumes"),
+    [
+        (JobKind.CUSTOM_JOB, True),
+        (JobKind.TRAINING_PIPELINE, True),
+        (JobKind.HYPERPARAMETER_TUNING_JOB, False),
+    ],
+)
+def test_which_kinds_resume(kind: JobKind, resumes: bool) -> None:
+    assert kind.resumes is resumes
 
 
 def test_previous_output_is_a_built_in_a_request_cannot_set() -> None:

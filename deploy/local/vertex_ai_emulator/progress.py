@@ -7,8 +7,11 @@ interval (and once more when the work is done). Progress is kept per output dire
 layout), so every attempt of a run that shares one directory shares its checkpoints:
 
 - a job starts RUNNING from progress 0, or, when its env has `VERTEX_DISPATCH_PREVIOUS_OUTPUT`
-  naming a directory with a checkpoint, from that directory's last checkpoint (its trials from
-  `PREVIOUS/TRIAL/`). A succeeding job then runs for the work left, not its outcome's duration;
+  naming a directory with a checkpoint, from that directory's last checkpoint. A succeeding job
+  then runs for the work left, not its outcome's duration. A tuning job's trial never resumes:
+  trial ids restart at 1 in every tuning job, so another job's trial N ran other
+  hyperparameters (vertex-dispatch sends a sweep no previous output, and each of its attempts
+  its own base directory);
 - a job stopped before its work is done (preempted, failed, cancelled) keeps only what its last
   checkpoint saved: the work since is lost;
 - work redone is the RUNNING time a job spent on progress some job of the directory had already
@@ -209,12 +212,15 @@ def output_dir_of(job: aiplatform_v1.CustomJob, trial: int | None) -> str | None
 
 
 def previous_output_of(job: aiplatform_v1.CustomJob, trial: int | None) -> str | None:
-    """The directory the job's env says to resume from (a trial's: ``PREVIOUS/TRIAL/``)."""
+    """The directory the job's env says to resume from; None for a tuning job's trial, which
+    starts over (its id names no training of the same hyperparameters in another tuning job)."""
+    if trial is not None:
+        return None
     for pool in job.job_spec.worker_pool_specs:
         for program in (pool.container_spec, pool.python_package_spec):
             for variable in program.env:
                 if variable.name == PREVIOUS_OUTPUT_ENV and variable.value:
-                    return _trial_dir(variable.value, trial)
+                    return _trial_dir(variable.value, None)
     return None
 
 

@@ -18,7 +18,7 @@ from google.cloud import aiplatform_v1
 
 from vertex_ai_emulator.errors import ConfigError
 from vertex_ai_emulator.outcomes import Outcome
-from vertex_ai_emulator.progress import Progress
+from vertex_ai_emulator.progress import PREVIOUS_OUTPUT_ENV, Progress
 
 OUT = "gs://acme-models/r-1/"
 MINUTE = 60.0
@@ -230,3 +230,33 @@ def test_each_trial_of_a_sweep_and_a_pipelines_training_task_keep_their_progress
         "gs://acme-models/sweep/2/",
     ]
     assert all(d["done"] and d["redone_seconds"] == 0 for d in directories)
+
+
+def test_a_trial_never_resumes_from_another_tuning_jobs_trial() -> None:
+    # Trial ids restart at 1 in every tuning job: the earlier job's trial 1 ran other
+    # hyperparameters, so a previous output in the trial job's env is not a checkpoint to use.
+    emulator = new_emulator(outcome_rules=[{"work": "1h", "checkpoint_every": "10m"}])
+    first_out = {"baseOutputDirectory": {"outputUriPrefix": "gs://acme-models/r-1/attempt-1/"}}
+    emulator.create_hyperparameter_tuning_job(
+        PARENT, sweep(max_trials=1, parallel=1, spec=job_spec(**first_out))
+    )
+    emulator.advance_clock(2 * HOUR)
+    container = {
+        "imageUri": "us-docker.pkg.dev/acme-ml/train/resnet:1.4",
+        "env": [{"name": PREVIOUS_OUTPUT_ENV, "value": "gs://acme-models/r-1/attempt-1/"}],
+    }
+    second_out = {"baseOutputDirectory": {"outputUriPrefix": "gs://acme-models/r-1/attempt-2/"}}
+    pools = [{**pool(), "containerSpec": container}]
+    emulator.create_hyperparameter_tuning_job(
+        PARENT, sweep(max_trials=1, parallel=1, spec=job_spec(pools, **second_out))
+    )
+    emulator.advance_clock(2 * HOUR)
+
+    views = {d["output_dir"]: d for d in emulator.progress()["directories"]}
+    assert sorted(views) == [
+        "gs://acme-models/r-1/attempt-1/1/",
+        "gs://acme-models/r-1/attempt-2/1/",
+    ]
+    (job,) = views["gs://acme-models/r-1/attempt-2/1/"]["jobs"]
+    assert job["resumed_from"] is None
+    assert job["start_progress_seconds"] == 0.0
