@@ -103,7 +103,7 @@ from shared.model.runs import (
     with_waiting_cancelled,
     without_alert,
 )
-from shared.policy.timing import COOLDOWNS_READ_EVERY
+from shared.policy.timing import COOLDOWNS_READ_EVERY, PLACEMENT_HISTORY_RUNS
 
 if TYPE_CHECKING:
     from google.cloud import firestore
@@ -588,7 +588,7 @@ class Ledger:
         newest = NEWEST_FIRST_FIELD if newest_first else None
         return self._query(FieldFilter("status", "in", values), limit, newest)
 
-    def recent_runs(self, template: str, limit: int = 200) -> list[RunSnapshot]:
+    def recent_runs(self, template: str, limit: int = PLACEMENT_HISTORY_RUNS) -> list[RunSnapshot]:
         """The newest ``limit`` runs of ``template`` by ``created_at``, newest first: the history
         that learned placement order and budgets read (a caller cuts it to its window). In
         production the query needs the composite index (template, created_at descending) that

@@ -38,7 +38,6 @@ from shared.config.model import (
     jobs_at_once,
     jobs_in_all,
 )
-from shared.model.accelerators import is_gpu
 from shared.model.budgets import (
     CONFIG_SCOPE,
     BudgetBook,
@@ -47,12 +46,11 @@ from shared.model.budgets import (
     template_scope,
 )
 from shared.model.runs import Run
-from shared.policy.jobspec import is_skipped_pool
+from shared.policy.gpus import gpus_held
+from shared.policy.jobspec import job_timeout
 from shared.policy.run_history import SECONDS_PER_HOUR, gpu_hours_between, held_interval
 from shared.policy.timing import INTENT_LEASE
 
-DEFAULT_JOB_TIMEOUT = timedelta(days=7)
-"""Vertex AI's timeout for a job that sets none: its worst case runs that long."""
 THRESHOLDS = (80, 100)
 """The percentages of a budget alerted at, each once per window."""
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -75,22 +73,6 @@ def budget_scopes(config: Config, template: Template) -> list[tuple[str, Budget]
     return scopes
 
 
-def job_gpus(job: CustomJob) -> int:
-    """GPUs one job holds: replicas x accelerators over the pools it uses (TPUs are no GPUs)."""
-    total = 0
-    for index, pool in enumerate(job.job_spec.worker_pool_specs):
-        if index and is_skipped_pool(pool):
-            continue
-        if is_gpu(pool.machine_spec.accelerator_type.name):
-            total += pool.replica_count * pool.machine_spec.accelerator_count
-    return total
-
-
-def job_timeout(job: CustomJob) -> timedelta:
-    scheduling = job.job_spec.scheduling
-    return scheduling.timeout if "timeout" in scheduling else DEFAULT_JOB_TIMEOUT
-
-
 @dataclass(frozen=True)
 class WorstCase:
     """The most a submission may use: ``gpus`` at once, ``gpu_hours`` in all."""
@@ -102,7 +84,7 @@ class WorstCase:
 
 def worst_case(job: CustomJob, tuning: HyperparameterTuning | None) -> WorstCase:
     """The worst case of the job that runs (a sweep's trial job, a pipeline's training task)."""
-    gpus, timeout = job_gpus(job), job_timeout(job)
+    gpus, timeout = gpus_held(job), job_timeout(job)  # a job without one: 7 days
     trials = jobs_in_all(tuning)
     hours = gpus * timeout.total_seconds() / SECONDS_PER_HOUR * trials
     text = f"{gpus} GPUs x {describe_duration(timeout)}" + (
