@@ -211,7 +211,8 @@ def check(
     claimed: bool = False,
 ) -> BudgetCheck:
     """Whether the attempt ``key`` with worst case ``request`` fits ``budget`` (``book`` as
-    settled at ``now``). An attempt already reserved is admitted: it was, and holds its share.
+    settled at ``now``). An attempt already reserved is admitted: it was, and holds its share
+    (the thresholds it reaches are still reported: ``threshold_claims`` skips those alerted).
     So is one ``claimed`` already without a reservation (claimed before its budget was
     configured): its job may exist, and a run with a live attempt cannot wait; it is reserved
     from now on."""
@@ -226,7 +227,10 @@ def check(
         verdict = Verdict.REJECT
     else:
         verdict = Verdict.WAIT
-    reached = () if already else thresholds_reached(demand, budget.gpu_hours)
+    # An attempt reserved already still owes the thresholds its demand reaches: a delivery
+    # that reserved, then failed to send the alert, gave its claim back; the redelivery finds
+    # the attempt reserved and must send it. The book's claims keep it to once per window.
+    reached = thresholds_reached(demand, budget.gpu_hours)
     return BudgetCheck(scope, budget, used, others, request, verdict, already, reached)
 
 

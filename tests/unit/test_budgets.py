@@ -222,15 +222,35 @@ def test_the_verdict_and_the_thresholds(
     assert result.demand == pytest.approx(spent_h + reserved_h + asked)
 
 
-def test_an_attempt_reserved_already_is_admitted_and_alerts_nothing() -> None:
-    book = _book(Reservation("r-r", 1, "t", 95.0, NOW), Reservation("r-new", 1, "t", 30.0, NOW))
+WINDOW = budgets.alert_window(NOW, WEEK).isoformat()
+
+
+@pytest.mark.parametrize(
+    ("alerted", "owed"),
+    [
+        # The delivery that reserved failed to send its alerts and gave the claims back: the
+        # redelivery finds the attempt reserved and owes them still.
+        ((), (f"80@{WINDOW}", f"100@{WINDOW}")),
+        ((f"80@{WINDOW}",), (f"100@{WINDOW}",)),  # the 80% one was sent
+        ((f"80@{WINDOW}", f"100@{WINDOW}"), ()),  # both sent: nothing again
+    ],
+)
+def test_an_attempt_reserved_already_is_admitted_and_owes_the_thresholds_not_alerted(
+    alerted: tuple[str, ...], owed: tuple[str, ...]
+) -> None:
+    book = _book(
+        Reservation("r-r", 1, "t", 95.0, NOW),
+        Reservation("r-new", 1, "t", 30.0, NOW),
+        alerted=alerted,
+    )
     result = budgets.check("template:t", WAIT, book, "r-new#1", 30.0, NOW)
     assert (result.verdict, result.already_reserved, result.reserved) == (
         Verdict.ADMIT,
         True,
         95.0,
     )
-    assert result.thresholds == ()
+    assert result.thresholds == (80, 100)
+    assert budgets.threshold_claims(result, book, NOW) == owed
 
 
 def test_an_attempt_claimed_before_its_budget_existed_is_admitted_and_reserved() -> None:
