@@ -7,7 +7,8 @@ GPU-hours its runs use over a rolling window ``per``. What counts, for one scope
 - **spent**: each ended attempt's held interval (start to end, from its history:
   ``policy.run_history``) times its GPUs, clipped to ``[now - per, now]``;
 - **reserved**: each attempt admitted and not yet ended, at its full worst case (it may run to
-  its timeout, whenever it starts);
+  its timeout, whenever it starts); an attempt whose create failed while its run waits for a
+  placement holds none (``idle_attempt``), and its retry must fit again;
 - **the request**: the worst case of the submission at hand: GPUs per job x timeout, a sweep's x
   ``max_trials``, as the guards count it (``config.model.jobs_in_all``).
 
@@ -45,7 +46,7 @@ from shared.model.budgets import (
     Settled,
     template_scope,
 )
-from shared.model.runs import Run
+from shared.model.runs import CREATE_FAILED_STATE, RETRY_WAITING_STATUSES, Run
 from shared.policy.gpus import gpus_held
 from shared.policy.jobspec import job_timeout
 from shared.policy.run_history import SECONDS_PER_HOUR, gpu_hours_between, held_interval
@@ -118,7 +119,11 @@ def attempt_over(run: Run | None, reservation: Reservation, now: datetime) -> bo
 
     Its run is gone or ended, the attempt's end is known (``ended_at``) or decided, a later
     attempt exists, or it was never claimed within ``INTENT_LEASE`` of its reservation (the
-    delivery that reserved died before its claim; a redelivery reserves again)."""
+    delivery that reserved died before its claim; a redelivery reserves again). Or it is idle
+    (``idle_attempt``: its create failed and the run waits, perhaps for days, for a placement)
+    and was reserved ``INTENT_LEASE`` ago or more: a retry that reserves it again claims it at
+    once, and keeps that fresh reservation (so a third submission settling the book between the
+    two does not free it); the retry walk checks the budget again (``live_claim``)."""
     if run is None or run.status.is_terminal():
         return True
     if any(a.number > reservation.attempt for a in run.attempts):
@@ -126,7 +131,32 @@ def attempt_over(run: Run | None, reservation: Reservation, now: datetime) -> bo
     attempt = run.attempt(reservation.attempt)
     if attempt is None:
         return now - reservation.at >= INTENT_LEASE
-    return attempt.ended_at is not None or attempt.decision is not None
+    if attempt.ended_at is not None or attempt.decision is not None:
+        return True
+    return idle_attempt(run, reservation.attempt) and now - reservation.at >= INTENT_LEASE
+
+
+def idle_attempt(run: Run, number: int) -> bool:
+    """Whether attempt ``number`` of ``run`` is claimed but idle: its create failed
+    (CREATE_FAILED, no job) and the run waits for its retry (no placement could take the job)
+    or for a budget. No job holds GPUs for it and no delivery is creating one. An intent that
+    is not CREATE_FAILED is not idle: its create's outcome may be unknown and its job may
+    still appear."""
+    attempt = run.attempt(number)
+    return (
+        attempt is not None
+        and attempt.job_name is None
+        and attempt.state == CREATE_FAILED_STATE
+        and run.status in RETRY_WAITING_STATUSES
+    )
+
+
+def live_claim(run: Run, number: int) -> bool:
+    """Whether attempt ``number`` of ``run`` is claimed and not idle: a submission for it (a
+    takeover, a move along the chain) is admitted whatever the budget, since its job may exist
+    or be under way and a run with a live attempt cannot wait. An idle attempt whose
+    reservation was freed (``attempt_over``) must fit the budget again."""
+    return run.attempt(number) is not None and not idle_attempt(run, number)
 
 
 def settle(
@@ -214,8 +244,8 @@ def check(
     settled at ``now``). An attempt already reserved is admitted: it was, and holds its share
     (the thresholds it reaches are still reported: ``threshold_claims`` skips those alerted).
     So is one ``claimed`` already without a reservation (claimed before its budget was
-    configured): its job may exist, and a run with a live attempt cannot wait; it is reserved
-    from now on."""
+    configured; ``live_claim``): its job may exist, and a run with a live attempt cannot wait;
+    it is reserved from now on."""
     already = key in book.reservations or claimed
     others = sum(r.gpu_hours for k, r in book.reservations.items() if k != key)
     used = spent(book, now, budget.per)

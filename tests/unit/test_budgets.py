@@ -19,7 +19,7 @@ from shared.model.budgets import (
     book_to_document,
     template_scope,
 )
-from shared.model.runs import Attempt, Run, RunStatus
+from shared.model.runs import CREATE_FAILED_STATE, INTENT_STATE, Attempt, Run, RunStatus
 from shared.policy import budgets
 from shared.policy.budgets import Verdict
 from shared.policy.jobspec import render_job
@@ -152,6 +152,79 @@ RESERVED = Reservation("r-a", 1, "t", 24.0, NOW - 4 * H, gpus=2)
 )
 def test_an_attempt_is_over_when_its_end_is_known(run: Run | None, over: bool) -> None:
     assert budgets.attempt_over(run, RESERVED, NOW) is over
+
+
+FAILED = {"state": CREATE_FAILED_STATE}
+FRESH = Reservation("r-a", 1, "t", 24.0, NOW - INTENT_LEASE / 2, gpus=2)
+
+
+@pytest.mark.parametrize(
+    ("run", "reservation", "over"),
+    [
+        # Its create failed and the run waits for a placement (or a budget): no GPU is held.
+        (_run(RunStatus.WAITING_RETRY, _attempt(1, **FAILED)), RESERVED, True),
+        (_run(RunStatus.WAITING_BUDGET, _attempt(1, **FAILED)), RESERVED, True),
+        # A retry reserved it again moments ago and is about to claim it: kept.
+        (_run(RunStatus.WAITING_RETRY, _attempt(1, **FAILED)), FRESH, False),
+        # An intent not known to have failed (its create's outcome unknown): its job may exist.
+        (_run(RunStatus.WAITING_RETRY, _attempt(1, state=INTENT_STATE)), RESERVED, False),
+        # CREATE_FAILED while SUBMITTING: the redelivery is taking it over now.
+        (_run(RunStatus.SUBMITTING, _attempt(1, **FAILED)), RESERVED, False),
+        # Claimed again by the retry (INTENT, SUBMITTING): under way.
+        (_run(RunStatus.SUBMITTING, _attempt(1, state=INTENT_STATE)), RESERVED, False),
+    ],
+)
+def test_an_attempt_whose_create_failed_while_its_run_waits_holds_no_reservation(
+    run: Run, reservation: Reservation, over: bool
+) -> None:
+    assert budgets.attempt_over(run, reservation, NOW) is over
+
+
+@pytest.mark.parametrize(
+    ("run", "live"),
+    [
+        (_run(RunStatus.ACCEPTED), False),  # not claimed
+        (_run(RunStatus.SUBMITTING, _attempt(1, state=INTENT_STATE)), True),  # a takeover
+        (_run(RunStatus.WAITING_RETRY, _attempt(1, state=INTENT_STATE)), True),  # job may exist
+        (_run(RunStatus.SUBMITTING, _attempt(1, **FAILED)), True),  # taken over now
+        (_run(RunStatus.WAITING_RETRY, _attempt(1, **FAILED)), False),  # idle
+        (_run(RunStatus.WAITING_BUDGET, _attempt(1, **FAILED)), False),  # idle
+    ],
+)
+def test_only_a_claim_that_is_not_idle_is_admitted_whatever_the_budget(
+    run: Run, live: bool
+) -> None:
+    assert budgets.live_claim(run, 1) is live
+
+
+@pytest.mark.parametrize(
+    ("state", "status", "verdict", "kept"),
+    [
+        # Idle for long: its reservation frees, and its retry must fit again (the budget is
+        # full: it waits).
+        (CREATE_FAILED_STATE, RunStatus.WAITING_RETRY, Verdict.WAIT, False),
+        # A live intent is admitted, its reservation kept.
+        (INTENT_STATE, RunStatus.WAITING_RETRY, Verdict.ADMIT, True),
+        (CREATE_FAILED_STATE, RunStatus.SUBMITTING, Verdict.ADMIT, True),
+    ],
+)
+def test_the_retry_of_an_idle_attempt_checks_the_budget_again(
+    state: str, status: RunStatus, verdict: Verdict, kept: bool
+) -> None:
+    other = Reservation("r-b", 1, "t", 90.0, NOW - H)
+    book = _book(RESERVED, other)
+    run = _run(status, _attempt(1, state=state))
+    running = _attempt(1, job_name="j", state="JOB_STATE_RUNNING")
+    runs: dict[str, Run | None] = {
+        "r-a": run,
+        "r-b": Run("r-b", "k", "route", "t", {}, status=RunStatus.RUNNING, attempts=(running,)),
+    }
+    settled = budgets.settle(book, runs, NOW, WEEK)
+    assert (RESERVED.key in settled.reservations) is kept
+    result = budgets.check(
+        "template:t", WAIT, settled, RESERVED.key, 24.0, NOW, claimed=budgets.live_claim(run, 1)
+    )
+    assert result.verdict is verdict
 
 
 def test_a_fresh_reservation_not_claimed_yet_is_kept() -> None:
