@@ -713,6 +713,11 @@ class Ledger:
             if known is None:
                 batch.create(document, fields)
             else:
+                from google.cloud.firestore_v1 import DELETE_FIELD
+
+                # A book written before its hours were kept lists every ended attempt
+                # (``settled``); read into hours, it goes with the first write.
+                fields["settled"] = DELETE_FIELD
                 option = self._client.write_option(last_update_time=known)
                 batch.update(document, fields, option=option)
         scopes = ", ".join(book.scope for book, _ in writes)

@@ -5,7 +5,8 @@ GPU-hours its runs use over a rolling window ``per``. What counts, for one scope
 (``shared.model.budgets``):
 
 - **spent**: each ended attempt's held interval (start to end, from its history:
-  ``policy.run_history``) times its GPUs, clipped to ``[now - per, now]``;
+  ``policy.run_history``) times its GPUs, kept per UTC hour, the hours inside ``[now - per,
+  now]`` (the one the window starts in pro rata: ``spent``);
 - **reserved**: each attempt admitted and not yet ended, at its full worst case (it may run to
   its timeout, whenever it starts); an attempt whose create failed while its run waits for a
   placement holds none (``idle_attempt``), and its retry must fit again;
@@ -41,15 +42,16 @@ from shared.config.model import (
 )
 from shared.model.budgets import (
     CONFIG_SCOPE,
+    HOUR,
     BudgetBook,
     Reservation,
-    Settled,
+    add_held,
     template_scope,
 )
 from shared.model.runs import CREATE_FAILED_STATE, RETRY_WAITING_STATUSES, Run
 from shared.policy.gpus import gpus_held
 from shared.policy.jobspec import job_timeout
-from shared.policy.run_history import SECONDS_PER_HOUR, gpu_hours_between, held_interval
+from shared.policy.run_history import SECONDS_PER_HOUR, held_interval
 from shared.policy.timing import INTENT_LEASE
 
 THRESHOLDS = (80, 100)
@@ -95,11 +97,19 @@ def worst_case(job: CustomJob, tuning: HyperparameterTuning | None) -> WorstCase
 
 
 def spent(book: BudgetBook, now: datetime, per: timedelta) -> float:
-    """The GPU-hours the book's ended attempts held inside the window ending ``now``."""
-    return sum(
-        gpu_hours_between(s.gpus, (s.started_at, s.ended_at), now - per, now)
-        for s in book.settled.values()
-    )
+    """The GPU-hours the book's ended attempts held inside the window ending ``now``.
+
+    The book keeps them per UTC hour (``spent_by_hour``), so the hour the window's start falls
+    in counts in proportion to its part inside the window, as if held evenly through it: off by
+    at most that one hour's GPU-hours. Hours after ``now`` (another clock's end time) count."""
+    start = now - per
+    total = 0.0
+    for hour, gpu_hours in book.spent_by_hour.items():
+        if hour >= start:
+            total += gpu_hours
+        elif hour + HOUR > start:
+            total += gpu_hours * ((hour + HOUR - start) / HOUR)
+    return total
 
 
 def reserved(book: BudgetBook) -> float:
@@ -166,31 +176,31 @@ def settle(
     per: timedelta,
 ) -> BudgetBook:
     """``book`` with each reservation whose attempt is over replaced by what it held (from its
-    history), and what fell out of the window dropped (settled ends, old alert claims).
+    history, added to the hours it was held in), and what fell out of the window dropped (hours
+    wholly before it, old alert claims).
 
     ``runs`` holds the runs read for the reservations (None: not in the ledger); a reservation
     whose run was not read is kept as it is."""
     reservations = dict(book.reservations)
-    settled = dict(book.settled)
+    spent_by_hour = dict(book.spent_by_hour)
     for key, reservation in book.reservations.items():
         if reservation.run_id not in runs:
             continue
         run = runs[reservation.run_id]
         if not attempt_over(run, reservation, now):
             continue
+        # Settled once: in the write that drops its reservation (an attempt that held GPUs had
+        # a job, and is never walked, so never reserved, again).
         del reservations[key]
         attempt = run.attempt(reservation.attempt) if run is not None else None
         held = held_interval(attempt, now) if attempt is not None else None
         if attempt is not None and held is not None:
-            gpus = attempt.gpus or reservation.gpus
-            settled[key] = Settled(
-                reservation.run_id, reservation.attempt, reservation.template, gpus, *held
-            )
+            add_held(spent_by_hour, attempt.gpus or reservation.gpus, *held)
     start = now - per
-    settled = {key: s for key, s in settled.items() if s.ended_at > start}
+    spent_by_hour = {h: v for h, v in spent_by_hour.items() if h + HOUR > start}
     current = alert_window(now, per).isoformat()
     alerted = tuple(claim for claim in book.alerted if claim.endswith("@" + current))
-    return replace(book, reservations=reservations, settled=settled, alerted=alerted)
+    return replace(book, reservations=reservations, spent_by_hour=spent_by_hour, alerted=alerted)
 
 
 @dataclass(frozen=True)
