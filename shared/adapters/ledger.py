@@ -103,7 +103,7 @@ from shared.model.runs import (
     with_waiting_cancelled,
     without_alert,
 )
-from shared.policy.timing import COOLDOWNS_READ_EVERY
+from shared.policy.timing import COOLDOWNS_READ_EVERY, PLACEMENT_HISTORY_RUNS
 
 if TYPE_CHECKING:
     from google.cloud import firestore
@@ -600,7 +600,7 @@ class Ledger:
         newest = NEWEST_FIRST_FIELD if newest_first else None
         return self._query(FieldFilter("status", "in", values), limit, newest)
 
-    def recent_runs(self, template: str, limit: int = 200) -> list[RunSnapshot]:
+    def recent_runs(self, template: str, limit: int = PLACEMENT_HISTORY_RUNS) -> list[RunSnapshot]:
         """The newest ``limit`` runs of ``template`` by ``created_at``, newest first: the history
         that learned placement order and budgets read (a caller cuts it to its window). In
         production the query needs the composite index (template, created_at descending) that
@@ -725,6 +725,11 @@ class Ledger:
             if known is None:
                 batch.create(document, fields)
             else:
+                from google.cloud.firestore_v1 import DELETE_FIELD
+
+                # A book written before its hours were kept lists every ended attempt
+                # (``settled``); read into hours, it goes with the first write.
+                fields["settled"] = DELETE_FIELD
                 option = self._client.write_option(last_update_time=known)
                 batch.update(document, fields, option=option)
         scopes = ", ".join(book.scope for book, _ in writes)

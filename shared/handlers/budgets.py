@@ -66,7 +66,9 @@ def reserve(submission: Submission, run: Run, attempt: int, request: WorstCase) 
         return ADMITTED
     ledger = submission.ledger
     key = reservation_key(run.run_id, attempt)
-    claimed = run.attempt(attempt) is not None  # a takeover, or a move along the chain
+    # A takeover or a move along the chain is admitted; an idle attempt (its create failed while
+    # the run waits for a placement) whose reservation was freed must fit again.
+    claimed = budgets.live_claim(run, attempt)
     for _ in range(MAX_REAPPLY):
         read = ledger.budget_books([scope for scope, _ in scopes])
         now = submission.now()

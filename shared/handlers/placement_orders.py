@@ -24,11 +24,9 @@ from shared.model.errors import DispatchError
 from shared.model.runs import Run
 from shared.policy.placement_order import LearnedOrder, learn_order, written_order
 from shared.policy.records import describe_placement
-from shared.policy.timing import PLACEMENT_HISTORY_READ_EVERY
+from shared.policy.timing import PLACEMENT_HISTORY_READ_EVERY, PLACEMENT_HISTORY_RUNS
 
 logger = logging.getLogger(__name__)
-
-HISTORY_RUNS = 200  # the newest runs of a template read: a week of several runs an hour
 
 # Per ledger (one per instance) and template: when its recent runs were read, and the runs
 # (None: the read failed, and is not tried again before the interval is over either).
@@ -50,7 +48,9 @@ def recent_runs(
         return cached[1]
     runs: tuple[Run, ...] | None
     try:
-        runs = tuple(snapshot.run for snapshot in ledger.recent_runs(template, limit=HISTORY_RUNS))
+        runs = tuple(
+            snapshot.run for snapshot in ledger.recent_runs(template, limit=PLACEMENT_HISTORY_RUNS)
+        )
     except (DispatchError, api_exceptions.GoogleAPICallError) as error:
         # FailedPrecondition (the composite index missing) reaches here untranslated.
         runs = None

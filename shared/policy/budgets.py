@@ -5,9 +5,11 @@ GPU-hours its runs use over a rolling window ``per``. What counts, for one scope
 (``shared.model.budgets``):
 
 - **spent**: each ended attempt's held interval (start to end, from its history:
-  ``policy.run_history``) times its GPUs, clipped to ``[now - per, now]``;
+  ``policy.run_history``) times its GPUs, kept per UTC hour, the hours inside ``[now - per,
+  now]`` (the one the window starts in pro rata: ``spent``);
 - **reserved**: each attempt admitted and not yet ended, at its full worst case (it may run to
-  its timeout, whenever it starts);
+  its timeout, whenever it starts); an attempt whose create failed while its run waits for a
+  placement holds none (``idle_attempt``), and its retry must fit again;
 - **the request**: the worst case of the submission at hand: GPUs per job x timeout, a sweep's x
   ``max_trials``, as the guards count it (``config.model.jobs_in_all``).
 
@@ -38,21 +40,20 @@ from shared.config.model import (
     jobs_at_once,
     jobs_in_all,
 )
-from shared.model.accelerators import is_gpu
 from shared.model.budgets import (
     CONFIG_SCOPE,
+    HOUR,
     BudgetBook,
     Reservation,
-    Settled,
+    add_held,
     template_scope,
 )
-from shared.model.runs import Run
-from shared.policy.jobspec import is_skipped_pool
-from shared.policy.run_history import SECONDS_PER_HOUR, gpu_hours_between, held_interval
+from shared.model.runs import CREATE_FAILED_STATE, RETRY_WAITING_STATUSES, Run
+from shared.policy.gpus import gpus_held
+from shared.policy.jobspec import job_timeout
+from shared.policy.run_history import SECONDS_PER_HOUR, held_interval
 from shared.policy.timing import INTENT_LEASE
 
-DEFAULT_JOB_TIMEOUT = timedelta(days=7)
-"""Vertex AI's timeout for a job that sets none: its worst case runs that long."""
 THRESHOLDS = (80, 100)
 """The percentages of a budget alerted at, each once per window."""
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -75,22 +76,6 @@ def budget_scopes(config: Config, template: Template) -> list[tuple[str, Budget]
     return scopes
 
 
-def job_gpus(job: CustomJob) -> int:
-    """GPUs one job holds: replicas x accelerators over the pools it uses (TPUs are no GPUs)."""
-    total = 0
-    for index, pool in enumerate(job.job_spec.worker_pool_specs):
-        if index and is_skipped_pool(pool):
-            continue
-        if is_gpu(pool.machine_spec.accelerator_type.name):
-            total += pool.replica_count * pool.machine_spec.accelerator_count
-    return total
-
-
-def job_timeout(job: CustomJob) -> timedelta:
-    scheduling = job.job_spec.scheduling
-    return scheduling.timeout if "timeout" in scheduling else DEFAULT_JOB_TIMEOUT
-
-
 @dataclass(frozen=True)
 class WorstCase:
     """The most a submission may use: ``gpus`` at once, ``gpu_hours`` in all."""
@@ -102,7 +87,7 @@ class WorstCase:
 
 def worst_case(job: CustomJob, tuning: HyperparameterTuning | None) -> WorstCase:
     """The worst case of the job that runs (a sweep's trial job, a pipeline's training task)."""
-    gpus, timeout = job_gpus(job), job_timeout(job)
+    gpus, timeout = gpus_held(job), job_timeout(job)  # a job without one: 7 days
     trials = jobs_in_all(tuning)
     hours = gpus * timeout.total_seconds() / SECONDS_PER_HOUR * trials
     text = f"{gpus} GPUs x {describe_duration(timeout)}" + (
@@ -112,11 +97,19 @@ def worst_case(job: CustomJob, tuning: HyperparameterTuning | None) -> WorstCase
 
 
 def spent(book: BudgetBook, now: datetime, per: timedelta) -> float:
-    """The GPU-hours the book's ended attempts held inside the window ending ``now``."""
-    return sum(
-        gpu_hours_between(s.gpus, (s.started_at, s.ended_at), now - per, now)
-        for s in book.settled.values()
-    )
+    """The GPU-hours the book's ended attempts held inside the window ending ``now``.
+
+    The book keeps them per UTC hour (``spent_by_hour``), so the hour the window's start falls
+    in counts in proportion to its part inside the window, as if held evenly through it: off by
+    at most that one hour's GPU-hours. Hours after ``now`` (another clock's end time) count."""
+    start = now - per
+    total = 0.0
+    for hour, gpu_hours in book.spent_by_hour.items():
+        if hour >= start:
+            total += gpu_hours
+        elif hour + HOUR > start:
+            total += gpu_hours * ((hour + HOUR - start) / HOUR)
+    return total
 
 
 def reserved(book: BudgetBook) -> float:
@@ -136,7 +129,11 @@ def attempt_over(run: Run | None, reservation: Reservation, now: datetime) -> bo
 
     Its run is gone or ended, the attempt's end is known (``ended_at``) or decided, a later
     attempt exists, or it was never claimed within ``INTENT_LEASE`` of its reservation (the
-    delivery that reserved died before its claim; a redelivery reserves again)."""
+    delivery that reserved died before its claim; a redelivery reserves again). Or it is idle
+    (``idle_attempt``: its create failed and the run waits, perhaps for days, for a placement)
+    and was reserved ``INTENT_LEASE`` ago or more: a retry that reserves it again claims it at
+    once, and keeps that fresh reservation (so a third submission settling the book between the
+    two does not free it); the retry walk checks the budget again (``live_claim``)."""
     if run is None or run.status.is_terminal():
         return True
     if any(a.number > reservation.attempt for a in run.attempts):
@@ -144,7 +141,32 @@ def attempt_over(run: Run | None, reservation: Reservation, now: datetime) -> bo
     attempt = run.attempt(reservation.attempt)
     if attempt is None:
         return now - reservation.at >= INTENT_LEASE
-    return attempt.ended_at is not None or attempt.decision is not None
+    if attempt.ended_at is not None or attempt.decision is not None:
+        return True
+    return idle_attempt(run, reservation.attempt) and now - reservation.at >= INTENT_LEASE
+
+
+def idle_attempt(run: Run, number: int) -> bool:
+    """Whether attempt ``number`` of ``run`` is claimed but idle: its create failed
+    (CREATE_FAILED, no job) and the run waits for its retry (no placement could take the job)
+    or for a budget. No job holds GPUs for it and no delivery is creating one. An intent that
+    is not CREATE_FAILED is not idle: its create's outcome may be unknown and its job may
+    still appear."""
+    attempt = run.attempt(number)
+    return (
+        attempt is not None
+        and attempt.job_name is None
+        and attempt.state == CREATE_FAILED_STATE
+        and run.status in RETRY_WAITING_STATUSES
+    )
+
+
+def live_claim(run: Run, number: int) -> bool:
+    """Whether attempt ``number`` of ``run`` is claimed and not idle: a submission for it (a
+    takeover, a move along the chain) is admitted whatever the budget, since its job may exist
+    or be under way and a run with a live attempt cannot wait. An idle attempt whose
+    reservation was freed (``attempt_over``) must fit the budget again."""
+    return run.attempt(number) is not None and not idle_attempt(run, number)
 
 
 def settle(
@@ -154,31 +176,31 @@ def settle(
     per: timedelta,
 ) -> BudgetBook:
     """``book`` with each reservation whose attempt is over replaced by what it held (from its
-    history), and what fell out of the window dropped (settled ends, old alert claims).
+    history, added to the hours it was held in), and what fell out of the window dropped (hours
+    wholly before it, old alert claims).
 
     ``runs`` holds the runs read for the reservations (None: not in the ledger); a reservation
     whose run was not read is kept as it is."""
     reservations = dict(book.reservations)
-    settled = dict(book.settled)
+    spent_by_hour = dict(book.spent_by_hour)
     for key, reservation in book.reservations.items():
         if reservation.run_id not in runs:
             continue
         run = runs[reservation.run_id]
         if not attempt_over(run, reservation, now):
             continue
+        # Settled once: in the write that drops its reservation (an attempt that held GPUs had
+        # a job, and is never walked, so never reserved, again).
         del reservations[key]
         attempt = run.attempt(reservation.attempt) if run is not None else None
         held = held_interval(attempt, now) if attempt is not None else None
         if attempt is not None and held is not None:
-            gpus = attempt.gpus or reservation.gpus
-            settled[key] = Settled(
-                reservation.run_id, reservation.attempt, reservation.template, gpus, *held
-            )
+            add_held(spent_by_hour, attempt.gpus or reservation.gpus, *held)
     start = now - per
-    settled = {key: s for key, s in settled.items() if s.ended_at > start}
+    spent_by_hour = {h: v for h, v in spent_by_hour.items() if h + HOUR > start}
     current = alert_window(now, per).isoformat()
     alerted = tuple(claim for claim in book.alerted if claim.endswith("@" + current))
-    return replace(book, reservations=reservations, settled=settled, alerted=alerted)
+    return replace(book, reservations=reservations, spent_by_hour=spent_by_hour, alerted=alerted)
 
 
 @dataclass(frozen=True)
@@ -229,10 +251,11 @@ def check(
     claimed: bool = False,
 ) -> BudgetCheck:
     """Whether the attempt ``key`` with worst case ``request`` fits ``budget`` (``book`` as
-    settled at ``now``). An attempt already reserved is admitted: it was, and holds its share.
+    settled at ``now``). An attempt already reserved is admitted: it was, and holds its share
+    (the thresholds it reaches are still reported: ``threshold_claims`` skips those alerted).
     So is one ``claimed`` already without a reservation (claimed before its budget was
-    configured): its job may exist, and a run with a live attempt cannot wait; it is reserved
-    from now on."""
+    configured; ``live_claim``): its job may exist, and a run with a live attempt cannot wait;
+    it is reserved from now on."""
     already = key in book.reservations or claimed
     others = sum(r.gpu_hours for k, r in book.reservations.items() if k != key)
     used = spent(book, now, budget.per)
@@ -244,7 +267,10 @@ def check(
         verdict = Verdict.REJECT
     else:
         verdict = Verdict.WAIT
-    reached = () if already else thresholds_reached(demand, budget.gpu_hours)
+    # An attempt reserved already still owes the thresholds its demand reaches: a delivery
+    # that reserved, then failed to send the alert, gave its claim back; the redelivery finds
+    # the attempt reserved and must send it. The book's claims keep it to once per window.
+    reached = thresholds_reached(demand, budget.gpu_hours)
     return BudgetCheck(scope, budget, used, others, request, verdict, already, reached)
 
 

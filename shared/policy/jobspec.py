@@ -40,6 +40,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import TYPE_CHECKING, Final, cast
 
 from google.protobuf import json_format
@@ -413,6 +414,17 @@ def reservation_affinity(placement: ReservationPlacement) -> ReservationAffinity
 def is_skipped_pool(pool: WorkerPoolSpec) -> bool:
     """Vertex lets a job leave a later pool empty (``{}``) to skip it: it runs nothing."""
     return pool == WorkerPoolSpec()
+
+
+DEFAULT_TIMEOUT: Final = timedelta(days=7)
+"""Vertex AI's timeout for a job that sets none (the API reference)."""
+
+
+def job_timeout(job: CustomJob) -> timedelta:
+    """How long ``job`` may run: its ``scheduling.timeout``, else ``DEFAULT_TIMEOUT``. The one
+    reading the guards, the FLEX_START rules and a budget's worst case share."""
+    scheduling = job.job_spec.scheduling
+    return scheduling.timeout if "timeout" in scheduling else DEFAULT_TIMEOUT
 
 
 def _machine_spec(override: MachineOverride, *, template: str) -> MachineSpec:

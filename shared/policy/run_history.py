@@ -87,13 +87,3 @@ def held_interval(attempt: Attempt, now: datetime) -> tuple[datetime, datetime] 
     if attempt.started_at is None:
         return None
     return attempt.started_at, max(attempt.ended_at or now, attempt.started_at)
-
-
-def gpu_hours_between(
-    gpus: int, held: tuple[datetime, datetime], since: datetime, until: datetime
-) -> float:
-    """The GPU-hours ``gpus`` held over ``held`` spent inside ``[since, until]``: the part of the
-    interval inside the window, times the GPUs (a budget's window clips a long job)."""
-    start, end = max(held[0], since), min(held[1], until)
-    seconds = max((end - start).total_seconds(), 0.0)
-    return gpus * seconds / SECONDS_PER_HOUR

@@ -27,9 +27,13 @@ PLACEMENT_HISTORY_READ_EVERY = timedelta(minutes=5)
 (``Ledger.recent_runs``, ``handlers.placement_orders``).
 
 A run of a ``placement_order: learned`` template reads them at its first walk; without reuse a
-busy instance would query up to 200 runs per submission. The order is learned over days
-(``policy.placement_order.LEARNING_WINDOW``), so a history up to five minutes old orders a chain
-as well as a fresh one."""
+busy instance would query up to ``PLACEMENT_HISTORY_RUNS`` runs per submission. The order is
+learned over days (``policy.placement_order.LEARNING_WINDOW``), so a history up to five minutes
+old orders a chain as well as a fresh one."""
+
+PLACEMENT_HISTORY_RUNS = 200
+"""How many of a template's newest runs that history is (``Ledger.recent_runs``' default): a week
+of several runs an hour."""
 
 # Owed actions: retry messages
 RETRY_REPUBLISH_AFTER = timedelta(minutes=10)

@@ -32,6 +32,7 @@ One concept per module; this package re-exports their public names:
 - ``lint``: ``check_templates`` and ``TemplateProblem``.
 """
 
+from shared.policy.jobspec import DEFAULT_TIMEOUT
 from shared.validation.compose import (
     FLEX_START_RULES,
     SPOT_RULES,
@@ -74,7 +75,6 @@ from shared.validation.spot import check_spot_gpu
 from shared.validation.subject import (
     DEFAULT_BOOT_DISK_SIZE_GB,
     DEFAULT_BOOT_DISK_TYPE,
-    DEFAULT_TIMEOUT,
     NO_ACCELERATOR,
     StaticRule,
 )

@@ -11,13 +11,13 @@ from datetime import timedelta
 from typing import Final
 
 from shared.policy import machines
+from shared.policy.jobspec import job_timeout
 from shared.validation.subject import (
     _accelerator,
     _hours,
     _machine_text,
     _pool_field,
     _Subject,
-    _timeout,
     _used_pools,
 )
 from shared.validation.violations import Rule, Violation
@@ -40,7 +40,7 @@ def check_flex_start_gpu(subject: _Subject) -> Iterator[Violation]:
 
 
 def check_flex_start_timeout(subject: _Subject) -> Iterator[Violation]:
-    timeout = _timeout(subject.job)
+    timeout = job_timeout(subject.job)
     if timeout > FLEX_START_MAX_TIMEOUT:
         yield Violation(
             "jobSpec.scheduling.timeout",

@@ -16,12 +16,12 @@ from collections.abc import Iterator
 
 from shared.aiplatform import CustomJob
 from shared.config.model import jobs_at_once, jobs_in_all
+from shared.policy.jobspec import job_timeout
 from shared.validation.subject import (
     _gpus,
     _hours,
     _pool_field,
     _Subject,
-    _timeout,
     _used_pools,
 )
 from shared.validation.violations import Rule, Violation
@@ -112,7 +112,7 @@ def check_guard_gpu_hours(subject: _Subject) -> Iterator[Violation]:
     gpus = sum(_gpus(pool) for _, pool in _used_pools(subject.job))
     if ceiling is None or gpus == 0:
         return
-    timeout = _timeout(subject.job)
+    timeout = job_timeout(subject.job)
     trials = jobs_in_all(subject.tuning)
     gpu_hours = gpus * timeout.total_seconds() / 3600 * trials
     if gpu_hours > ceiling:

@@ -1,7 +1,8 @@
 """What every static rule looks at (``_Subject``), and the small readings of a job they share.
 
 Vertex AI's defaults for what a job leaves unset, which worker pools a job uses, a pool's REST
-field path, accelerator, machine text and GPU count, the job's timeout: the helpers the rules in
+field path, accelerator, machine text and GPU count (the job's timeout is
+``policy.jobspec.job_timeout``, shared with the budgets): the helpers the rules in
 ``job_rules``, ``flex_start``, ``guards`` and ``persistent`` read a job through. No rule lives
 here.
 """
@@ -21,7 +22,6 @@ from shared.validation.violations import Violation
 
 # Vertex AI's defaults for what a job leaves unset (docs/architecture.md, "The Vertex AI rules",
 # and the API reference).
-DEFAULT_TIMEOUT: Final = timedelta(days=7)
 DEFAULT_BOOT_DISK_TYPE: Final = "pd-ssd"
 DEFAULT_BOOT_DISK_SIZE_GB: Final = 100
 NO_ACCELERATOR: Final = "ACCELERATOR_TYPE_UNSPECIFIED"
@@ -71,11 +71,6 @@ def _gpus(pool: WorkerPoolSpec) -> int:
     if not machines.is_gpu(accelerator):
         return 0
     return pool.replica_count * pool.machine_spec.accelerator_count
-
-
-def _timeout(job: CustomJob) -> timedelta:
-    scheduling = job.job_spec.scheduling
-    return scheduling.timeout if "timeout" in scheduling else DEFAULT_TIMEOUT
 
 
 def _hours(duration: timedelta) -> str:

@@ -3,6 +3,7 @@ the 80% / 100% thresholds; every case with its own clock."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -12,14 +13,15 @@ from shared.adapters.config_source import load_config
 from shared.config.model import Budget, Config, Template, WhenExceeded
 from shared.model.budgets import (
     CONFIG_SCOPE,
+    HOUR,
     BudgetBook,
     Reservation,
-    Settled,
+    add_held,
     book_from_document,
     book_to_document,
     template_scope,
 )
-from shared.model.runs import Attempt, Run, RunStatus
+from shared.model.runs import CREATE_FAILED_STATE, INTENT_STATE, Attempt, Run, RunStatus
 from shared.policy import budgets
 from shared.policy.budgets import Verdict
 from shared.policy.jobspec import render_job
@@ -31,16 +33,31 @@ WEEK = timedelta(days=7)
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "config.yaml"
 
 
-def _settled(key: str, gpus: int, start: datetime, end: datetime) -> Settled:
-    run_id, attempt = key.split("#")
-    return Settled(run_id, int(attempt), "t", gpus, start, end)
+@dataclass(frozen=True)
+class Held:
+    """An ended attempt's held interval, as a book keeps it (per hour)."""
+
+    gpus: int
+    start: datetime
+    end: datetime
 
 
-def _book(*entries: Settled | Reservation, alerted: tuple[str, ...] = ()) -> BudgetBook:
+def _settled(key: str, gpus: int, start: datetime, end: datetime) -> Held:
+    return Held(gpus, start, end)
+
+
+def _hours(*held: Held) -> dict[datetime, float]:
+    hours: dict[datetime, float] = {}
+    for h in held:
+        add_held(hours, h.gpus, h.start, h.end)
+    return hours
+
+
+def _book(*entries: Held | Reservation, alerted: tuple[str, ...] = ()) -> BudgetBook:
     return BudgetBook(
         "template:t",
         reservations={e.key: e for e in entries if isinstance(e, Reservation)},
-        settled={e.key: e for e in entries if isinstance(e, Settled)},
+        spent_by_hour=_hours(*(e for e in entries if isinstance(e, Held))),
         alerted=alerted,
     )
 
@@ -154,6 +171,79 @@ def test_an_attempt_is_over_when_its_end_is_known(run: Run | None, over: bool) -
     assert budgets.attempt_over(run, RESERVED, NOW) is over
 
 
+FAILED = {"state": CREATE_FAILED_STATE}
+FRESH = Reservation("r-a", 1, "t", 24.0, NOW - INTENT_LEASE / 2, gpus=2)
+
+
+@pytest.mark.parametrize(
+    ("run", "reservation", "over"),
+    [
+        # Its create failed and the run waits for a placement (or a budget): no GPU is held.
+        (_run(RunStatus.WAITING_RETRY, _attempt(1, **FAILED)), RESERVED, True),
+        (_run(RunStatus.WAITING_BUDGET, _attempt(1, **FAILED)), RESERVED, True),
+        # A retry reserved it again moments ago and is about to claim it: kept.
+        (_run(RunStatus.WAITING_RETRY, _attempt(1, **FAILED)), FRESH, False),
+        # An intent not known to have failed (its create's outcome unknown): its job may exist.
+        (_run(RunStatus.WAITING_RETRY, _attempt(1, state=INTENT_STATE)), RESERVED, False),
+        # CREATE_FAILED while SUBMITTING: the redelivery is taking it over now.
+        (_run(RunStatus.SUBMITTING, _attempt(1, **FAILED)), RESERVED, False),
+        # Claimed again by the retry (INTENT, SUBMITTING): under way.
+        (_run(RunStatus.SUBMITTING, _attempt(1, state=INTENT_STATE)), RESERVED, False),
+    ],
+)
+def test_an_attempt_whose_create_failed_while_its_run_waits_holds_no_reservation(
+    run: Run, reservation: Reservation, over: bool
+) -> None:
+    assert budgets.attempt_over(run, reservation, NOW) is over
+
+
+@pytest.mark.parametrize(
+    ("run", "live"),
+    [
+        (_run(RunStatus.ACCEPTED), False),  # not claimed
+        (_run(RunStatus.SUBMITTING, _attempt(1, state=INTENT_STATE)), True),  # a takeover
+        (_run(RunStatus.WAITING_RETRY, _attempt(1, state=INTENT_STATE)), True),  # job may exist
+        (_run(RunStatus.SUBMITTING, _attempt(1, **FAILED)), True),  # taken over now
+        (_run(RunStatus.WAITING_RETRY, _attempt(1, **FAILED)), False),  # idle
+        (_run(RunStatus.WAITING_BUDGET, _attempt(1, **FAILED)), False),  # idle
+    ],
+)
+def test_only_a_claim_that_is_not_idle_is_admitted_whatever_the_budget(
+    run: Run, live: bool
+) -> None:
+    assert budgets.live_claim(run, 1) is live
+
+
+@pytest.mark.parametrize(
+    ("state", "status", "verdict", "kept"),
+    [
+        # Idle for long: its reservation frees, and its retry must fit again (the budget is
+        # full: it waits).
+        (CREATE_FAILED_STATE, RunStatus.WAITING_RETRY, Verdict.WAIT, False),
+        # A live intent is admitted, its reservation kept.
+        (INTENT_STATE, RunStatus.WAITING_RETRY, Verdict.ADMIT, True),
+        (CREATE_FAILED_STATE, RunStatus.SUBMITTING, Verdict.ADMIT, True),
+    ],
+)
+def test_the_retry_of_an_idle_attempt_checks_the_budget_again(
+    state: str, status: RunStatus, verdict: Verdict, kept: bool
+) -> None:
+    other = Reservation("r-b", 1, "t", 90.0, NOW - H)
+    book = _book(RESERVED, other)
+    run = _run(status, _attempt(1, state=state))
+    running = _attempt(1, job_name="j", state="JOB_STATE_RUNNING")
+    runs: dict[str, Run | None] = {
+        "r-a": run,
+        "r-b": Run("r-b", "k", "route", "t", {}, status=RunStatus.RUNNING, attempts=(running,)),
+    }
+    settled = budgets.settle(book, runs, NOW, WEEK)
+    assert (RESERVED.key in settled.reservations) is kept
+    result = budgets.check(
+        "template:t", WAIT, settled, RESERVED.key, 24.0, NOW, claimed=budgets.live_claim(run, 1)
+    )
+    assert result.verdict is verdict
+
+
 def test_a_fresh_reservation_not_claimed_yet_is_kept() -> None:
     fresh = Reservation("r-a", 1, "t", 24.0, NOW - INTENT_LEASE / 2)
     assert budgets.attempt_over(_run(RunStatus.ACCEPTED), fresh, NOW) is False
@@ -176,7 +266,7 @@ def test_settling_turns_an_ended_attempt_into_what_it_held_and_keeps_the_others(
     settled = budgets.settle(book, runs, NOW, WEEK)
     assert set(settled.reservations) == {"r-b#1", "r-c#1"}  # r-c's run not read: kept
     # The history records no GPUs (written before it did): the reservation's count stands in.
-    assert settled.settled == {"r-a#1": Settled("r-a", 1, "t", 2, NOW - 3 * H, NOW - H)}
+    assert settled.spent_by_hour == _hours(Held(2, NOW - 3 * H, NOW - H))
     assert settled.alerted == ()  # an old window's claim
     assert budgets.spent(settled, NOW, WEEK) == pytest.approx(4.0)
 
@@ -184,7 +274,7 @@ def test_settling_turns_an_ended_attempt_into_what_it_held_and_keeps_the_others(
 def test_an_ended_attempt_that_never_started_leaves_nothing() -> None:
     run = _run(RunStatus.FAILED, _attempt(1, job_name="j"))
     settled = budgets.settle(_book(RESERVED), {"r-a": run}, NOW, WEEK)
-    assert (settled.reservations, settled.settled) == ({}, {})
+    assert (settled.reservations, settled.spent_by_hour) == ({}, {})
 
 
 WAIT = Budget(100.0, WEEK)
@@ -212,7 +302,7 @@ def test_the_verdict_and_the_thresholds(
     verdict: Verdict,
     thresholds: tuple[int, ...],
 ) -> None:
-    entries: list[Settled | Reservation] = []
+    entries: list[Held | Reservation] = []
     if spent_h:
         entries.append(_settled("r-s#1", 1, NOW - timedelta(hours=spent_h), NOW))
     if reserved_h:
@@ -222,15 +312,35 @@ def test_the_verdict_and_the_thresholds(
     assert result.demand == pytest.approx(spent_h + reserved_h + asked)
 
 
-def test_an_attempt_reserved_already_is_admitted_and_alerts_nothing() -> None:
-    book = _book(Reservation("r-r", 1, "t", 95.0, NOW), Reservation("r-new", 1, "t", 30.0, NOW))
+WINDOW = budgets.alert_window(NOW, WEEK).isoformat()
+
+
+@pytest.mark.parametrize(
+    ("alerted", "owed"),
+    [
+        # The delivery that reserved failed to send its alerts and gave the claims back: the
+        # redelivery finds the attempt reserved and owes them still.
+        ((), (f"80@{WINDOW}", f"100@{WINDOW}")),
+        ((f"80@{WINDOW}",), (f"100@{WINDOW}",)),  # the 80% one was sent
+        ((f"80@{WINDOW}", f"100@{WINDOW}"), ()),  # both sent: nothing again
+    ],
+)
+def test_an_attempt_reserved_already_is_admitted_and_owes_the_thresholds_not_alerted(
+    alerted: tuple[str, ...], owed: tuple[str, ...]
+) -> None:
+    book = _book(
+        Reservation("r-r", 1, "t", 95.0, NOW),
+        Reservation("r-new", 1, "t", 30.0, NOW),
+        alerted=alerted,
+    )
     result = budgets.check("template:t", WAIT, book, "r-new#1", 30.0, NOW)
     assert (result.verdict, result.already_reserved, result.reserved) == (
         Verdict.ADMIT,
         True,
         95.0,
     )
-    assert result.thresholds == ()
+    assert result.thresholds == (80, 100)
+    assert budgets.threshold_claims(result, book, NOW) == owed
 
 
 def test_an_attempt_claimed_before_its_budget_existed_is_admitted_and_reserved() -> None:
@@ -292,3 +402,72 @@ def test_a_book_round_trips_through_its_document() -> None:
     )
     assert book_from_document(book.scope, book_to_document(book)) == book
     assert book_from_document("config", None) == BudgetBook("config")
+
+
+@pytest.mark.parametrize(
+    ("now", "expected", "exact"),
+    [
+        (NOW, 1.0, 1.0),  # the window starts on an hour: exact
+        # It starts 15 minutes into the hour the attempt held 2 GPUs for its first half: the
+        # hour counts 3/4 of its 1 GPU-hour, where 2 GPUs x 15 min were held in the window.
+        (NOW + timedelta(minutes=15), 0.75, 0.5),
+        (NOW + timedelta(minutes=45), 0.25, 0.0),
+    ],
+)
+def test_the_hour_a_window_starts_in_counts_pro_rata_off_by_at_most_that_hour(
+    now: datetime, expected: float, exact: float
+) -> None:
+    held = Held(2, NOW - WEEK - 30 * timedelta(minutes=1), NOW - WEEK + 30 * timedelta(minutes=1))
+    book = _book(held)
+    assert budgets.spent(book, now, WEEK) == pytest.approx(expected)
+    assert abs(expected - exact) <= 2 * (HOUR / H)  # one hour of its 2 GPUs at most
+
+
+@pytest.mark.parametrize(
+    ("attempts", "per", "max_hours"),
+    [
+        (50_000, WEEK, 7 * 24 + 1),
+        (50_000, timedelta(days=30), 30 * 24 + 1),
+        (1, WEEK, 1),
+    ],
+)
+def test_a_book_stays_small_however_many_attempts_it_settles(
+    attempts: int, per: timedelta, max_hours: int
+) -> None:
+    """Every attempt settled adds to the hours it was held in: a config-wide budget settling
+    50,000 attempts keeps one entry per hour of its window, far from Firestore's 1 MiB."""
+    import json
+
+    hours: dict[datetime, float] = {}
+    for i in range(attempts):
+        end = NOW - timedelta(minutes=(i * 37) % int(per / timedelta(minutes=1)))
+        add_held(hours, 1 + i % 8, end - timedelta(minutes=20 + i % 100), end)
+    settled = budgets.settle(BudgetBook("config", spent_by_hour=hours), {}, NOW, per)
+    assert len(settled.spent_by_hour) <= max_hours
+    size = len(json.dumps(book_to_document(settled), default=str))
+    assert size <= 40 * max_hours + 100  # bytes; a 30-day window: about 29 KiB
+    # Nothing is lost inside the window but for the hour it starts in.
+    inside = sum(v for h, v in hours.items() if h >= NOW - per)
+    assert budgets.spent(settled, NOW, per) == pytest.approx(inside)
+
+
+def test_a_book_written_before_the_hours_were_kept_is_read_into_hours() -> None:
+    document = {
+        "scope": "template:t",
+        "reservations": {},
+        "settled": {
+            "r-a#1": {
+                "run_id": "r-a",
+                "attempt": 1,
+                "template": "t",
+                "gpus": 4,
+                "started_at": NOW - 90 * timedelta(minutes=1),
+                "ended_at": NOW,
+            }
+        },
+        "alerted": [],
+    }
+    book = book_from_document("template:t", document)
+    assert book.spent_by_hour == {NOW - 2 * H: 2.0, NOW - H: 4.0}
+    assert budgets.spent(book, NOW, WEEK) == pytest.approx(6.0)
+    assert "settled" not in book_to_document(book)

@@ -3,7 +3,7 @@ submission's books or none, so two submissions that read the same books cannot b
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -51,3 +51,37 @@ def test_a_stale_read_of_one_book_writes_neither(ledger: Ledger) -> None:
     fresh = ledger.budget_books(SCOPES)
     ledger.write_budget_books(_reserve(fresh, "r-late"))  # read again: it lands
     assert all("r-late#1" in book.reservations for book, _ in ledger.budget_books(SCOPES))
+
+
+def test_a_book_with_the_old_settled_list_is_read_into_hours_and_rewritten_without_it(
+    ledger: Ledger,
+) -> None:
+    scope = template_scope("train")
+    document = ledger._budget_document(scope)
+    document.set(
+        {
+            "scope": scope,
+            "reservations": {},
+            "settled": {
+                "r-a#1": {
+                    "run_id": "r-a",
+                    "attempt": 1,
+                    "template": "train",
+                    "gpus": 2,
+                    "started_at": NOW - timedelta(minutes=30),
+                    "ended_at": NOW,
+                }
+            },
+            "alerted": [],
+        }
+    )
+    [(book, known)] = ledger.budget_books([scope])
+    assert book.spent_by_hour == {NOW - timedelta(hours=1): 1.0}
+
+    ledger.write_budget_books(_reserve([(book, known)], "r-new"))
+
+    stored = document.get().to_dict()
+    assert stored is not None and "settled" not in stored
+    assert stored["spent_by_hour"] == {"2026-03-10T11": 1.0}
+    [(again, _)] = ledger.budget_books([scope])
+    assert again.spent_by_hour == book.spent_by_hour  # counted once

@@ -188,3 +188,44 @@ def test_a_config_budget_holds_every_template_together(budgeted: World) -> None:
     assert "the config's budget" in (world.run(second.run_id).next_retry.reason or "")
     [(book, _)] = world.services.ledger.budget_books([CONFIG_SCOPE])
     assert set(book.reservations) == {f"{first.run_id}#1"}
+
+
+def test_a_threshold_alert_whose_send_failed_is_sent_by_the_redelivery(budgeted: World) -> None:
+    """The delivery reserves the attempt, then cannot publish the 80% alert (its topic is gone):
+    it gives the claim back and raises. The redelivery finds the attempt reserved already and
+    still sends the alert, once."""
+    world = budgeted
+    config = world.services.config
+    template = dataclasses.replace(
+        config.templates["budget-wait"], budget=Budget(gpu_hours=2.5, per=timedelta(days=7))
+    )  # one run's 2 GPU-hours: 80%, and it fits
+    templates = {**config.templates, "budget-wait": template}
+    good = dataclasses.replace(config, templates=templates)
+    broken = dataclasses.replace(good, alerts_topic=good.alerts_topic + "-missing")
+    scope = template_scope("budget-wait")
+    ledger = world.services.ledger
+    [(before, _)] = ledger.budget_books([scope])
+    message = Message(
+        json.dumps({"template": "budget-wait", "params": {"dataset_uri": "gs://a/"}}).encode(),
+        {"kind": "train"},
+        f"req-threshold-{time.time_ns()}",
+    )
+    event = message.cloud_event(topic("requests"))
+
+    world.services = Services(broken, now=world.vertex.now, _ledger=ledger)
+    with pytest.raises(AlertNotSent):
+        dispatch_event(event, world.services)
+    [(book, _)] = ledger.budget_books([scope])
+    assert len(book.reservations) == len(before.reservations) + 1  # reserved, not claimed
+    assert book.alerted == before.alerted  # the claim given back
+
+    world.services = Services(good, now=world.vertex.now, _ledger=ledger)
+    result = dispatch_event(event, world.services)
+
+    assert result.outcome is DispatchOutcome.SUBMITTED
+    assert _reasons(world, result.run_id) == ["budget_threshold"]
+    [(book, _)] = ledger.budget_books([scope])
+    assert len(book.alerted) == len(before.alerted) + 1
+    # A third delivery (a duplicate) alerts nothing more.
+    dispatch_event(event, world.services)
+    assert _reasons(world, result.run_id) == []
