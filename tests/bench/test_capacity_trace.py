@@ -3,6 +3,7 @@ the settings say, and turned into a Vertex AI emulator config the emulator accep
 
 from __future__ import annotations
 
+import itertools
 import random
 
 import pytest
@@ -60,7 +61,7 @@ def test_windows_cover_about_their_share_never_overlap_and_start_on_minutes(shar
     horizon = 60 * tracing.DAY_S  # long enough for the share to settle
     found = tracing.windows(random.Random(7), share, 8 * tracing.HOUR_S, horizon)
     assert tracing.covered_share(found, horizon) == pytest.approx(share, abs=0.08)
-    for before, after in zip(found, found[1:], strict=False):
+    for before, after in itertools.pairwise(found):
         assert before.end_s < after.start_s
     assert all(w.start_s % 60 == 0 and w.length_s >= 60 for w in found)
 
