@@ -607,11 +607,18 @@ def load_policy_config(policy: str) -> tuple[Any, dict[str, str]]:
             try:
                 _load(trial, load_config)
             except ConfigError as error:
-                features[key] = "unavailable: " + " ".join(str(error).split())[:240]
+                features[key] = f"unavailable: {_problem(str(error), key)}"
                 continue
             raw = trial
             features[key] = str(value)
     return _load(raw, load_config), features
+
+
+def _problem(message: str, key: str) -> str:
+    """The line of a config error that names ``key``, without the list of allowed keys."""
+    lines = [line.strip(" -") for line in message.splitlines()]
+    named = next((line for line in lines if key in line), lines[0] if lines else message)
+    return named.split("; ")[0]
 
 
 def _load(raw: dict[str, Any], load_config: Callable[[str], Any]) -> Any:

@@ -98,8 +98,9 @@ def test_summarize_reports_the_contract_keys_and_marks_redone_work_not_measured(
     )
     assert set(summary.CONTRACT_KEYS) <= set(figures)
     assert figures["success_rate"] == 0.5
-    assert figures["time_to_running_p50_s"] == 600.0  # of 100, 600, 1200
-    assert figures["time_to_running_p95_s"] == 1200.0
+    # Of 100, 600, 1200 and never (trigger 2): the median is 600, the p95 never.
+    assert figures["time_to_running_p50_s"] == 600.0
+    assert figures["time_to_running_p95_s"] is None
     assert figures["triggers_started"] == 3
     assert figures["duplicate_gpu_hours"] == 1.0
     assert figures["alerts"] == 2
@@ -108,6 +109,21 @@ def test_summarize_reports_the_contract_keys_and_marks_redone_work_not_measured(
     measured = summary.summarize(outcomes, [], set(), 0.0, alerts=0, redone_gpu_hours=0.25)
     assert measured["redone_gpu_hours"] == 0.25
     assert "redone_gpu_hours_note" not in measured
+
+
+@pytest.mark.parametrize(
+    ("jobs", "owned", "expected"),
+    [
+        ([job("a", state="JOB_STATE_FAILED")], {"a"}, 1.0),  # preempted after an hour
+        ([job("a")], {"a"}, 0.0),  # succeeded: nothing lost
+        ([job("a", state="JOB_STATE_FAILED")], set(), 0.0),  # a duplicate: counted there
+        ([job("a", state="JOB_STATE_RUNNING", ended_s=None)], {"a"}, 0.0),  # still running
+    ],
+)
+def test_lost_gpu_hours_are_owned_jobs_that_ran_and_ended_without_success(
+    jobs: list[JobRecord], owned: set[str], expected: float
+) -> None:
+    assert summary.lost_gpu_hours(jobs, owned, 7200.0) == pytest.approx(expected)
 
 
 def figures(rate: float, p50: float | None, duplicates: float = 0.0) -> dict[str, Any]:
@@ -135,7 +151,11 @@ def figures(rate: float, p50: float | None, duplicates: float = 0.0) -> dict[str
         ),
         (
             {"naive": figures(0.2, 3000), "static": figures(0.95, None), "learned": figures(1, 1)},
-            ["met", "not run", "met"],
+            ["met", "met", "met"],  # static's median trigger never started
+        ),
+        (
+            {"naive": figures(0.2, None), "static": figures(0.95, 60), "learned": figures(1, None)},
+            ["met", "MISSED", "met"],  # learned's median trigger never started
         ),
     ],
 )
