@@ -548,6 +548,8 @@ class OurPlayer:
         outcomes = []
         statuses: dict[str, int] = {}
         resubmissions = 0
+        by_placement: dict[str, dict[str, int]] = {}
+        orders: dict[str, int] = {}
         for trigger in trace.triggers:
             run_id = self.run_of_trigger.get(trigger.index)
             snapshot = ledger.get_run(run_id) if run_id else None
@@ -556,6 +558,9 @@ class OurPlayer:
             statuses[status] = statuses.get(status, 0) + 1
             if run is not None:
                 owned |= {a.job_name for a in run.attempts if a.job_name}
+                _count_attempts(run, by_placement)
+                order = ",".join(map(str, run.placement_order or ())) or "as written"
+                orders[order] = orders.get(order, 0) + 1
                 resubmissions += max(0, len([a for a in run.attempts if a.job_name]) - 1)
             run_jobs = by_run.get(run_id or "", [])
             outcomes.append(
@@ -581,6 +586,8 @@ class OurPlayer:
                 "run_statuses": statuses,
                 "resubmissions": resubmissions,
                 "alerts_by_reason": alert_kinds,
+                "attempts_by_placement": by_placement,
+                "placement_orders": orders,
                 "features": self.features,
                 "deliveries": self.counts,
             }
@@ -589,6 +596,18 @@ class OurPlayer:
             self.subscriber.delete_subscription(subscription=name)
         self.subscriber.close()
         return figures
+
+
+def _count_attempts(run: Any, by_placement: dict[str, dict[str, int]]) -> None:
+    """Each attempt's end (``policy.run_history.outcome_class``), by placement kind and region."""
+    from shared.policy.run_history import outcome_class
+
+    for attempt in run.attempts:
+        kind = next(iter(attempt.placement), "?")
+        where = f"{kind}@{attempt.region}"
+        ended = outcome_class(attempt) or "not ended"
+        counts = by_placement.setdefault(where, {})
+        counts[ended] = counts.get(ended, 0) + 1
 
 
 def load_policy_config(policy: str) -> tuple[Any, dict[str, str]]:
