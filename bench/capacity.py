@@ -122,6 +122,7 @@ class Emulators:
     """The running emulators and what every policy shares."""
 
     vertex_rest_url: str = ""
+    progress: bool = False  # the emulator models training progress (redone work is measured)
 
     def admin(self, method: str, path: str, body: Any = None) -> Any:
         request = urllib.request.Request(
@@ -149,11 +150,20 @@ def _emulators() -> Iterator[Emulators]:
         yield Emulators()
 
 
-def _vertex_server(trace: Trace) -> Any:
+def _vertex_server(trace: Trace, world: Emulators) -> Any:
+    """The emulator for one policy's week; with the progress model when this emulator has one
+    (its outcome keys ``work`` and ``checkpoint_every``), else without (``world.progress``)."""
     from vertex_ai_emulator.config import EmulatorConfig
+    from vertex_ai_emulator.errors import ConfigError
     from vertex_ai_emulator.server import EmulatorServer
 
-    return EmulatorServer(EmulatorConfig.from_dict(tracing.emulator_config(trace)), time_scale=0)
+    try:
+        config = EmulatorConfig.from_dict(tracing.emulator_config(trace, progress=True))
+        world.progress = True
+    except ConfigError:
+        config = EmulatorConfig.from_dict(tracing.emulator_config(trace, progress=False))
+        world.progress = False
+    return EmulatorServer(config, time_scale=0)
 
 
 def _create_topics(pubsub_host: str) -> None:
@@ -211,7 +221,7 @@ def play(policy: str, trace: Trace, world: Emulators, *, step_s: float) -> dict[
     from emulator_stack import scoped_environ
 
     with (
-        _vertex_server(trace) as server,
+        _vertex_server(trace, world) as server,
         scoped_environ(
             {
                 "VERTEX_AI_EMULATOR_GRPC_HOST": server.grpc_target,
@@ -573,10 +583,20 @@ class OurPlayer:
                 )
             )
         alerts = self._pull("alerts")
-        redone = redone_gpu_hours(self.world)
+        directories = progress_report(self.world) if self.world.progress else None
+        redone, bound, resumed = summary.redone(directories or [])
         figures = summary.summarize(
-            outcomes, jobs, owned, self.clock.offset_s, alerts=len(alerts), redone_gpu_hours=redone
+            outcomes,
+            jobs,
+            owned,
+            self.clock.offset_s,
+            alerts=len(alerts),
+            redone_gpu_hours=None if directories is None else redone,
         )
+        if directories is not None:
+            figures["redone_gpu_hours_bound"] = round(bound, 3)
+            figures["resubmissions_that_ran_again"] = resumed
+            figures["output_dirs_tracked"] = len(directories)
         alert_kinds: dict[str, int] = {}
         for data, _attributes, _id in alerts:
             reason = str(json.loads(data).get("reason", "?"))
@@ -649,19 +669,17 @@ def _load(raw: dict[str, Any], load_config: Callable[[str], Any]) -> Any:
         os.unlink(f.name)
 
 
-def redone_gpu_hours(world: Emulators) -> float | None:
-    """GPU-hours redone after resubmissions, from the emulator's progress model; None when the
-    emulator has no such report (the resume work has not landed)."""
+def progress_report(world: Emulators) -> list[dict[str, Any]] | None:
+    """The emulator's progress per output directory (``GET /emulator/v1/progress``); None when
+    this emulator has no progress model (the resume work has not landed)."""
     try:
         report = world.admin("GET", PROGRESS_ENDPOINT)
     except urllib.error.HTTPError as error:
         if error.code == 404:
             return None
         raise
-    total = 0.0
-    for entry in report.get("output_dirs", report.get("progress", [])):
-        total += float(entry.get("redone_gpu_hours", 0.0))
-    return total
+    directories: list[dict[str, Any]] = report.get("directories", [])
+    return directories
 
 
 def _quiet_logs() -> None:

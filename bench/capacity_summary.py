@@ -96,6 +96,22 @@ def lost_gpu_hours(jobs: Sequence[JobRecord], owned: Collection[str], end_s: flo
     )
 
 
+def redone(directories: Sequence[Mapping[str, Any]]) -> tuple[float, float, int]:
+    """From the emulator's progress report (``GET /emulator/v1/progress``, one entry per output
+    directory): GPU-hours redone in all; the target's bound, one checkpoint interval per
+    resubmission that ran (every job of a directory after its first, times its GPUs); and how
+    many such resubmissions there were."""
+    total = bound = 0.0
+    resubmissions = 0
+    for directory in directories:
+        total += float(directory.get("redone_gpu_hours", 0.0))
+        interval = float(directory.get("checkpoint_every_seconds") or 0.0)
+        for job in list(directory.get("jobs", []))[1:]:
+            resubmissions += 1
+            bound += interval * int(job.get("gpus", 1)) / 3600.0
+    return total, bound, resubmissions
+
+
 def _finite(value: float | None) -> float | None:
     return None if value is None or value == math.inf else value
 
@@ -163,6 +179,10 @@ def verdicts(policies: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
             found["learned p50 at least 30% below static"] = _met(
                 ours is not None and (theirs is None or ours <= LEARNED_P50_VS_STATIC_MAX * theirs)
             )
+    if learned is not None and learned.get("redone_gpu_hours_bound") is not None:
+        found["learned redone at most one checkpoint interval per resubmission"] = _met(
+            learned["redone_gpu_hours"] <= learned["redone_gpu_hours_bound"] + 1e-9
+        )
     ours_duplicates = [
         policies[name]["duplicate_gpu_hours"] for name in ("static", "learned") if name in policies
     ]

@@ -47,6 +47,7 @@ class TraceSettings:
     drain_s: float = 18 * HOUR_S  # after the last trigger: time for the last runs to end
     duplicate_share: float = 0.1
     training_s: float = 2 * HOUR_S  # how long each training job runs once RUNNING
+    checkpoint_every_s: float = 30 * 60.0  # with the emulator's progress model (resume)
     primary_gpus: int = 8
     primary_in_stock_share: float = 0.15
     primary_cycle_s: float = 10 * HOUR_S  # mean length of one out-of-stock + in-stock cycle
@@ -218,11 +219,13 @@ def _minute(seconds: float) -> float:
     return float(round(seconds / 60.0) * 60)
 
 
-def emulator_config(trace: Trace) -> dict[str, Any]:
+def emulator_config(trace: Trace, progress: bool = True) -> dict[str, Any]:
     """The Vertex AI emulator's config for the trace (docs/vertex-ai-emulator.md): the capacity
     timeline, the persistent resource, how long jobs run. The pool's busy windows and Spot's
     preempting windows are played by the harness (a blocker job, ``PUT spot``), not here: the
-    emulator's timeline moves GPU totals only."""
+    emulator's timeline moves GPU totals only. With ``progress``, a job with an output directory
+    trains for ``training_s`` of work in all, checkpointing every ``checkpoint_every_s`` (the
+    emulator's progress model: what a resumed resubmission redoes)."""
     settings = trace.settings
     first: dict[str, int] = {}
     timeline = []
@@ -263,7 +266,18 @@ def emulator_config(trace: Trace) -> dict[str, Any]:
             }
         ],
         "timings": {"provisioning": "2m"},
-        "default_outcome": {"result": "succeeded", "duration": f"{int(settings.training_s)}s"},
+        "default_outcome": {
+            "result": "succeeded",
+            "duration": f"{int(settings.training_s)}s",
+            **(
+                {
+                    "work": f"{int(settings.training_s)}s",
+                    "checkpoint_every": f"{int(settings.checkpoint_every_s)}s",
+                }
+                if progress
+                else {}
+            ),
+        },
         "outcome_rules": [
             {
                 "display_name": f"^{blocker_name(index)}$",

@@ -177,3 +177,26 @@ def test_the_table_has_a_column_per_policy_and_a_row_per_contract_key() -> None:
         assert any(line.startswith(key) for line in lines)
     assert any("(not measured)" in line for line in lines)
     assert any(line.startswith("target:") for line in lines)
+
+
+def directory(interval_s: float, *gpus: int, redone: float = 0.0) -> dict[str, Any]:
+    return {
+        "checkpoint_every_seconds": interval_s,
+        "redone_gpu_hours": redone,
+        "jobs": [{"gpus": g} for g in gpus],
+    }
+
+
+@pytest.mark.parametrize(
+    ("directories", "expected"),
+    [
+        ([], (0.0, 0.0, 0)),
+        ([directory(1800, 1)], (0.0, 0.0, 0)),  # one job: no resubmission
+        ([directory(1800, 1, 1, redone=0.25)], (0.25, 0.5, 1)),
+        ([directory(1800, 1, 1, 1, redone=0.5), directory(3600, 8, 8)], (0.5, 9.0, 3)),
+    ],
+)
+def test_redone_work_and_its_bound_of_one_interval_per_resubmission(
+    directories: list[dict[str, Any]], expected: tuple[float, float, int]
+) -> None:
+    assert summary.redone(directories) == pytest.approx(expected)
