@@ -65,7 +65,8 @@ NAIVE_TIMEOUT_S = 8 * 3600
 SECOND_DELIVERY_S = 30.0  # a duplicate delivery of a trigger comes this much later
 REDELIVERED_SHARE = 0.1  # retry messages delivered twice
 # Learned-policy keys (issue 14), added to the template only when the loader knows them.
-LEARNED_KEYS: dict[str, Any] = {"placement_order": "learned", "start_by": "12h"}
+LEARNED_ORDER = {"placement_order": "learned"}
+DEFAULT_START_BY = "12h"
 PROGRESS_ENDPOINT = "progress"  # the emulator's report of work redone per output dir (resume)
 
 
@@ -84,7 +85,12 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {
         "started_at": datetime.now().astimezone().isoformat(),
         "command": " ".join(["python", "-m", "bench", "capacity", *(argv or sys.argv[2:])]),
-        "settings": {**asdict(settings), "step_minutes": args.step, "policies": args.policies},
+        "settings": {
+            **asdict(settings),
+            "step_minutes": args.step,
+            "policies": args.policies,
+            "learned_start_by": args.start_by or None,
+        },
         "trace": {
             **trace.notes,
             "triggers": len(trace.triggers),
@@ -97,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         for policy in args.policies:
             policy_started = time.perf_counter()
             _progress(f"policy {policy}: playing the trace ...")
-            figures = play(policy, trace, world, step_s=args.step * 60.0)
+            figures = play(policy, trace, world, step_s=args.step * 60.0, start_by=args.start_by)
             figures["wall_seconds"] = round(time.perf_counter() - policy_started, 1)
             results["policies"][policy] = figures
             _progress(
@@ -216,7 +222,9 @@ def schedule(trace: Trace, step_s: float) -> list[Happening]:
     return sorted(found)
 
 
-def play(policy: str, trace: Trace, world: Emulators, *, step_s: float) -> dict[str, Any]:
+def play(
+    policy: str, trace: Trace, world: Emulators, *, step_s: float, start_by: str | None
+) -> dict[str, Any]:
     """Play the whole trace under ``policy`` on a fresh emulator and ledger; its figures."""
     from emulator_stack import scoped_environ
 
@@ -234,7 +242,11 @@ def play(policy: str, trace: Trace, world: Emulators, *, step_s: float) -> dict[
         clients.forget_clients()  # each policy's emulator listens on new ports
         world.vertex_rest_url = server.rest_url
         clock = Clock(_emulator_now(world))
-        player = NaivePlayer(world, clock) if policy == "naive" else OurPlayer(policy, world, clock)
+        player = (
+            NaivePlayer(world, clock)
+            if policy == "naive"
+            else OurPlayer(policy, world, clock, start_by)
+        )
         last_trigger_s = trace.triggers[-1].at_s + SECOND_DELIVERY_S
         for happening in schedule(trace, step_s):
             if happening.at_s > clock.offset_s:
@@ -414,7 +426,8 @@ class NaivePlayer:
             summary.first_job_per_owner(jobs),
             self.clock.offset_s,
             alerts=0,
-            redone_gpu_hours=None,
+            # It never resubmits, so it redoes nothing; its duplicates are counted as such.
+            redone_gpu_hours=0.0 if self.world.progress else None,
         )
         figures["alerts_note"] = "the seed page's function raises no alert: its failures are silent"
         return figures
@@ -423,7 +436,7 @@ class NaivePlayer:
 class OurPlayer:
     """Our handlers, in this process, on the emulators: dispatch, job-state, reconcile."""
 
-    def __init__(self, policy: str, world: Emulators, clock: Clock) -> None:
+    def __init__(self, policy: str, world: Emulators, clock: Clock, start_by: str | None) -> None:
         from google.cloud import pubsub_v1
 
         from emulator_stack.logsink import LogSink
@@ -435,7 +448,7 @@ class OurPlayer:
         self.world = world
         self.clock = clock
         self.rng = random.Random(f"{policy}:deliveries")
-        config, self.features = load_policy_config(policy)
+        config, self.features = load_policy_config(policy, start_by)
         tag = uuid.uuid4().hex[:8]
         ledger = Ledger(
             clients.firestore_client(tracing.PROJECT), f"capacity-{policy}-{tag}", clock=clock.now
@@ -630,7 +643,7 @@ def _count_attempts(run: Any, by_placement: dict[str, dict[str, int]]) -> None:
         counts[ended] = counts.get(ended, 0) + 1
 
 
-def load_policy_config(policy: str) -> tuple[Any, dict[str, str]]:
+def load_policy_config(policy: str, start_by: str | None) -> tuple[Any, dict[str, str]]:
     """Our config for ``policy``: bench/capacity-config.yaml, with the learned policy's keys
     added one by one where the loader knows them (a branch not merged yet leaves them out, and
     ``features`` says so)."""
@@ -640,7 +653,8 @@ def load_policy_config(policy: str) -> tuple[Any, dict[str, str]]:
     raw = yaml.safe_load(DISPATCH_CONFIG.read_text(encoding="utf-8"))
     features: dict[str, str] = {}
     if policy == "learned":
-        for key, value in LEARNED_KEYS.items():
+        learned = {**LEARNED_ORDER, **({"start_by": start_by} if start_by else {})}
+        for key, value in learned.items():
             trial = json.loads(json.dumps(raw))
             trial["templates"][TEMPLATE][key] = value
             try:
@@ -705,6 +719,11 @@ def parser() -> argparse.ArgumentParser:
     command.add_argument("--days", type=float, default=7.0, help="simulated days of triggers (7)")
     command.add_argument("--seed", type=int, default=14, help="the trace's seed (14)")
     command.add_argument("--step", type=float, default=10.0, help="simulated minutes per step (10)")
+    command.add_argument(
+        "--start-by",
+        default=DEFAULT_START_BY,
+        help="the learned policy's start_by deadline (12h); '' for none",
+    )
     command.add_argument(
         "--policies",
         nargs="+",
