@@ -660,14 +660,14 @@ def load_policy_config(policy: str, start_by: str | None) -> tuple[Any, dict[str
             try:
                 _load(trial, load_config)
             except ConfigError as error:
-                features[key] = f"unavailable: {_problem(str(error), key)}"
+                features[key] = f"unavailable: {config_problem(str(error), key)}"
                 continue
             raw = trial
             features[key] = str(value)
     return _load(raw, load_config), features
 
 
-def _problem(message: str, key: str) -> str:
+def config_problem(message: str, key: str) -> str:
     """The line of a config error that names ``key``, without the list of allowed keys."""
     lines = [line.strip(" -") for line in message.splitlines()]
     named = next((line for line in lines if key in line), lines[0] if lines else message)
