@@ -1,5 +1,8 @@
 """``vertex-dispatch status``, ``retry`` and ``cancel``: the operator's view of runs, and actions.
 
+``status RUN --history`` shows each attempt's timeline instead of the table
+(``tooling.history_view``: the job states with their times, time to start, how it ended).
+
 ``status --placements`` shows the placements cooling down after a capacity failure instead of the
 runs (``shared.policy.cooldown``): new attempts try them after the other placements of their chain.
 
@@ -77,7 +80,9 @@ def add_operator_commands(commands: argparse._SubParsersAction) -> None:
         help="list runs: their attempts, job states and next retry",
         description=(
             "List the runs in the ledger, newest first: active runs unless --all, or the runs "
-            "named, whatever their status."
+            "named, whatever their status. With --history, the runs named are shown as each "
+            "attempt's timeline instead: what it ran on, every job state with its time, how "
+            "long it waited to start and how it ended."
         ),
     )
     status.add_argument(
@@ -104,6 +109,15 @@ def add_operator_commands(commands: argparse._SubParsersAction) -> None:
         help=(
             "list the placements cooling down after a capacity failure (tried after the "
             "others by new attempts), and until when, instead of runs"
+        ),
+    )
+    status.add_argument(
+        "--history",
+        action="store_true",
+        help=(
+            "with RUN ids: each attempt's timeline instead of the table: placement kind, "
+            "region, machine, GPUs, every job state with its time, time to start and how it "
+            "ended (with --json: each attempt's readings under 'history')"
         ),
     )
     status.add_argument(
@@ -196,6 +210,13 @@ def _run_status(args: argparse.Namespace) -> int:
     if args.waiting and args.all:
         fail("status", "--waiting lists the runs waiting for data: leave out --all")
         return EXIT_PROBLEMS
+    if args.history and not args.run_ids:
+        fail(
+            "status",
+            "--history shows the timelines of the runs named: pass one or more RUN ids "
+            "(`vertex-dispatch status --all` lists them)",
+        )
+        return EXIT_PROBLEMS
     statuses = list(RunStatus) if args.all else [s for s in RunStatus if not s.is_terminal()]
     if args.waiting:
         statuses = [RunStatus.WAITING_DATA]
@@ -215,8 +236,18 @@ def _run_status(args: argparse.Namespace) -> int:
         runs = [run for run in runs if run.status is RunStatus.WAITING_DATA]
     now = utc_now()
     waits = data_waits_of(config, ledger, runs, now)
+    from tooling.history_view import history_text, with_history_documents
+
     if args.json:
-        print_json({"runs": [run_document(run, waits.get(run.run_id)) for run in runs]})
+        documents = [run_document(run, waits.get(run.run_id)) for run in runs]
+        if args.history:
+            documents = [
+                with_history_documents(document, run, now)
+                for document, run in zip(documents, runs, strict=True)
+            ]
+        print_json({"runs": documents})
+    elif args.history:
+        print(history_text(runs, now))
     else:
         print(status_table(runs, now, waits))
     for run_id in missing:

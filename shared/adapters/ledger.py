@@ -59,6 +59,7 @@ from shared.model.runs import (
     AttemptOutcome,
     CancelReason,
     InvalidTransition,
+    JobTimes,
     LedgerConflict,
     LedgerRejected,
     PlacementSkip,
@@ -117,6 +118,7 @@ __all__ = [
     "AttemptOutcome",
     "CancelReason",
     "InvalidTransition",
+    "JobTimes",
     "Ledger",
     "LedgerConflict",
     "LedgerRejected",
@@ -291,16 +293,18 @@ class Ledger:
         status: RunStatus | None = None,
         known: RunSnapshot | None = None,
         created_at: datetime | None = None,
+        times: JobTimes | None = None,
     ) -> RunSnapshot:
         """Record the job of an attempt and its state (and the run's new status, if given;
-        the job's create time as Vertex AI stamped it, if known).
+        the job's create time as Vertex AI stamped it, if known; the job's times as read, for
+        the attempt's history).
 
         ``known`` is the run as this caller last wrote it (e.g. the claim's snapshot): the
         compare-and-set is tried on it first, saving a read on the hot path of every submission.
         """
 
         def change(run: Run) -> Run:
-            recorded = with_job(run, attempt_number, job_name, state, error, created_at)
+            recorded = with_job(run, attempt_number, job_name, state, error, created_at, times)
             return with_status(recorded, status) if status else recorded
 
         return self._apply(run_id, change, known)[0]
@@ -442,11 +446,13 @@ class Ledger:
         job_name: str,
         state: str,
         error: Mapping[str, Any] | None = None,
+        times: JobTimes | None = None,
     ) -> RunSnapshot:
-        """Record a job state that needs no decision (queued, pending, running, cancelling)."""
+        """Record a job state that needs no decision (queued, pending, running, cancelling), and
+        its times as read (``times``: the attempt's history)."""
         return self._apply(
             run_id,
-            lambda run: with_observed_state(run, attempt_number, job_name, state, error),
+            lambda run: with_observed_state(run, attempt_number, job_name, state, error, times),
         )[0]
 
     def record_decision(self, current: RunSnapshot, outcome: AttemptOutcome) -> RunSnapshot:

@@ -66,7 +66,7 @@ from shared.policy.hint_screen import HintDrop
 if TYPE_CHECKING:
     from google.cloud import aiplatform_v1
 
-    from shared.adapters.ledger import Attempt, Run, RunSnapshot
+    from shared.adapters.ledger import Attempt, JobTimes, Run, RunSnapshot
     from shared.config.model import Template
     from shared.decode.hints import JobHint
     from shared.handlers.services import Services
@@ -188,6 +188,7 @@ def record_job_state(
     one, so that the caller ensures its actions (``apply_job_state`` does both)."""
     from shared.model.jobstates import is_terminal
     from shared.policy.duplicates import counts_for
+    from shared.policy.job_views import job_times
 
     run_id, attempt_number = _run_and_attempt(job)
     state = job.state.name
@@ -220,21 +221,24 @@ def record_job_state(
         return result, None
     if attempt.job_name is not None and attempt.job_name != job.name:
         return _duplicate(job, snapshot, attempt, services)
+    # The job's own times and when it was read: the attempt's history (docs/architecture.md,
+    # "Run history").
+    times = job_times(job, services.now())
     if _already_recorded(attempt, state):
         outcome = JobStateOutcome.UNCHANGED
     elif is_terminal(state) and _decidable(snapshot, attempt_number):
         classification = classify_job(job, snapshot.run, attempt)
         if _error_still_to_come(job, classification, services.now(), snapshot):
             snapshot = services.ledger.record_observed_state(
-                run_id, attempt_number, job.name, state, None
+                run_id, attempt_number, job.name, state, None, times
             )
             outcome = JobStateOutcome.DEFERRED
         else:
-            snapshot = _decide_and_record(snapshot, job, classification, services, rng)
+            snapshot = _decide_and_record(snapshot, job, classification, services, rng, times)
             outcome = JobStateOutcome.DECIDED
     else:
         snapshot = services.ledger.record_observed_state(
-            run_id, attempt_number, job.name, state, _error_of(job)
+            run_id, attempt_number, job.name, state, _error_of(job), times
         )
         outcome = JobStateOutcome.RECORDED
         log_first_running(attempt, snapshot, job, services.now())
@@ -435,6 +439,7 @@ def _decide_and_record(
     classification: Classification,
     services: Services,
     rng: random.Random,
+    times: JobTimes,
 ) -> RunSnapshot:
     from shared.adapters.ledger import AttemptOutcome
     from shared.policy.decisions import decide
@@ -459,6 +464,7 @@ def _decide_and_record(
             decision=record,
             status=decision.status,
             next_retry=decision.retry,
+            times=times,
         ),
     )
     # After the write, so that a delivery that lost the race logs nothing: one line per decision

@@ -37,8 +37,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from datetime import timedelta
 
 from shared import validation
 from shared.adapters import compute, vertex
@@ -65,12 +64,11 @@ from shared.policy.cooldown import (
     walk_order,
 )
 from shared.policy.duplicates import FoundJob, counts_for, sort_out
+from shared.policy.gpus import gpus_held
+from shared.policy.job_views import job_times
 from shared.policy.records import describe_placement, placement_kind, placement_record
 from shared.policy.timing import INTENT_LEASE
 from shared.validation.chain import check_chain
-
-if TYPE_CHECKING:
-    from google.cloud import aiplatform_v1
 
 logger = logging.getLogger(__name__)
 
@@ -132,7 +130,11 @@ def _reattach(
                 trigger=submission.trigger,
             )
         submission.ledger.record_job(
-            run_id, claimed.number, job.name, job.state.name, created_at=_created_at(job)
+            run_id,
+            claimed.number,
+            job.name,
+            job.state.name,
+            times=job_times(job, submission.now()),
         )
         log(logger, logging.INFO, "job reattached", labels=submission.labels, job=job.name)
         return DispatchResult(DispatchOutcome.REATTACHED, run_id, job.name)
@@ -255,6 +257,9 @@ def _claim_and_create(
         intent_at=submission.now(),
         skips=walk.recorded_skips(),
         job_kind=rendered.kind,
+        # What the placement runs on, for the run's history (docs/architecture.md, "Run history").
+        machine=placement_key(placement, submission.template, submission.config.region).machine,
+        gpus=gpus_held(rendered.custom_job, submission.template.hyperparameter_tuning),
     )
     # The intent names this placement before its create (LedgerConflict: another delivery
     # won); moving it from a refused placement is the same compare-and-set on our own claim.
@@ -284,7 +289,7 @@ def _claim_and_create(
         job.name,
         job.state.name,
         known=walk.snapshot,
-        created_at=_created_at(job),
+        times=job_times(job, submission.now()),
     )
     log(
         logger,
@@ -361,9 +366,3 @@ def _start_cooldown(submission: Submission, placement: Placement, reason: str) -
         run_id=submission.labels.get("run_id", ""),
         labels=submission.labels,
     )
-
-
-def _created_at(job: aiplatform_v1.CustomJob) -> datetime | None:
-    """The job's create_time (Vertex AI's clock), None when the answer did not carry one."""
-    created = job.create_time
-    return created if created and created.timestamp() > 0 else None

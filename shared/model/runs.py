@@ -212,6 +212,18 @@ class AttemptEvent:
 
 
 @dataclass(frozen=True)
+class JobTimes:
+    """The times an observation of an attempt's job carries, for its history: the job's own
+    (Vertex AI's clock: ``create_time``, ``start_time``, ``end_time``; None when the job does not
+    say) and when the observation was made (our clock: the handler's ``services.now``)."""
+
+    seen_at: datetime | None = None
+    created_at: datetime | None = None
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+
+
+@dataclass(frozen=True)
 class Attempt:
     """One try at running the job: claimed (intent) first, then the job it created."""
 
@@ -381,9 +393,11 @@ def with_job(
     state: str,
     error: Mapping[str, Any] | None = None,
     created_at: datetime | None = None,
+    times: JobTimes | None = None,
 ) -> Run:
     """``run`` with attempt ``attempt_number``'s job and state (and the job's create time, by
-    Vertex AI's clock, when known); SUBMITTING becomes SUBMITTED.
+    Vertex AI's clock, when known); SUBMITTING becomes SUBMITTED. The attempt's history takes
+    the state with ``times`` (``with_history``).
 
     A live state of an attempt whose job is known to have ended (its state is terminal, or its
     end is decided) is older news and leaves ``run`` unchanged: see ``is_older_news``.
@@ -406,8 +420,11 @@ def with_job(
         job_name=job_name,
         state=state,
         error=error if error else attempt.error,
-        job_created_at=attempt.job_created_at or created_at,
+        job_created_at=(
+            attempt.job_created_at or created_at or (times.created_at if times else None)
+        ),
     )
+    updated = with_history(updated, state, times)
     is_last = attempt_number == run.attempts[-1].number
     status = RunStatus.SUBMITTED if is_last and run.status is RunStatus.SUBMITTING else run.status
     # A job exists: whatever wait for a placement the run had is over.
@@ -417,11 +434,17 @@ def with_job(
 
 
 def with_attempt_state(
-    run: Run, attempt_number: int, state: str, error: Mapping[str, Any] | None
+    run: Run,
+    attempt_number: int,
+    state: str,
+    error: Mapping[str, Any] | None,
+    times: JobTimes | None = None,
 ) -> Run:
     """``run`` with attempt ``attempt_number``'s state (and error) replaced; its job unchanged.
 
-    Like ``with_job``, a live state never replaces an ended or decided attempt's state.
+    Like ``with_job``, a live state never replaces an ended or decided attempt's state, and a
+    job state goes into the attempt's history (``with_history``; our own INTENT and
+    CREATE_FAILED do not: no job is behind them).
     """
     attempt = run.attempt(attempt_number)
     if attempt is None:
@@ -430,9 +453,77 @@ def with_attempt_state(
         )
     if is_older_news(attempt, state):
         return run
-    return _with_attempt(
-        run, replace(attempt, state=state, error=error if error else attempt.error)
+    updated = replace(attempt, state=state, error=error if error else attempt.error)
+    return _with_attempt(run, with_history(updated, state, times))
+
+
+# How far along its life a job state is, for the history: a state of a lower rank than the
+# latest recorded was seen before it (a slow hint, an old listing) and is not appended. States
+# not named here (PAUSED, UPDATING) rank with RUNNING: they come and go while it runs.
+_RUNNING_RANK, _END_RANK = 3, 5
+_HISTORY_RANK: dict[str, int] = {
+    JobStateName.QUEUED: 1,
+    JobStateName.PENDING: 2,
+    JobStateName.RUNNING: _RUNNING_RANK,
+    JobStateName.CANCELLING: 4,
+}
+# Our own states (no job behind them) and the service's "no state": nothing to put in a history.
+_NOT_IN_HISTORY = frozenset({INTENT_STATE, CREATE_FAILED_STATE, JobStateName.UNSPECIFIED})
+
+
+def _history_rank(state: str) -> int:
+    if is_terminal_job_state(state):
+        return _END_RANK
+    return _HISTORY_RANK.get(state, _RUNNING_RANK)
+
+
+def with_history(attempt: Attempt, state: str, times: JobTimes | None) -> Attempt:
+    """``attempt`` (its job known) whose history takes ``state`` as observed with ``times``.
+
+    - CREATED first, at the job's create time (``job_created_at``, else when first seen);
+    - then ``state``, unless it is the latest event's state or older news (a state of a lower
+      rank than the latest: ``_history_rank``), at the job's own time for it (``start_time`` for
+      RUNNING, ``end_time`` for an end), else when seen; never before the latest event (two
+      clocks: Vertex AI's and ours);
+    - ``started_at``: the job's start_time whenever an observation carries one, else when
+      RUNNING was first seen; ``ended_at``: the job's end_time, else when its end was first seen.
+
+    Unchanged when ``times`` carry no time at all (a caller that does not know): a history is
+    made of timed events only. Applying the same observation twice changes nothing more.
+    """
+    if state in _NOT_IN_HISTORY or attempt.job_name is None or times is None:
+        return attempt
+    seen = times.seen_at
+    events = attempt.events
+    created = attempt.job_created_at or times.created_at
+    if not events or events[0].state != CREATED_EVENT:
+        first = created or seen
+        if first is None:
+            return attempt
+        events = (AttemptEvent(CREATED_EVENT, first), *events)
+    elif created is not None and events[0].at != created:
+        # First recorded from our clock, before an observation carried the job's own time.
+        events = (AttemptEvent(CREATED_EVENT, created), *events[1:])
+    terminal = is_terminal_job_state(state)
+    own = times.started_at if state == JobStateName.RUNNING else None
+    own = times.ended_at if terminal else own
+    latest = events[-1]
+    rank = _history_rank(state)
+    newer = latest.state == CREATED_EVENT or (
+        latest.state != state and rank >= _history_rank(latest.state)
     )
+    at = own or seen
+    if at is not None:
+        at = max(at, latest.at)
+        if newer:
+            events = (*events, AttemptEvent(state, at))
+    started = times.started_at or attempt.started_at
+    if started is None and state == JobStateName.RUNNING:
+        started = at
+    ended = attempt.ended_at
+    if terminal:
+        ended = times.ended_at or ended or at
+    return replace(attempt, events=events, started_at=started, ended_at=ended)
 
 
 def with_refused_create(
@@ -621,8 +712,10 @@ def with_observed_state(
     job_name: str,
     state: str,
     error: Mapping[str, Any] | None = None,
+    times: JobTimes | None = None,
 ) -> Run:
-    """``run`` with a non-terminal job state seen; the run follows its last attempt's job.
+    """``run`` with a non-terminal job state seen (at ``times``: its history, ``with_history``);
+    the run follows its last attempt's job.
 
     A job of the last attempt that runs makes the run RUNNING; one that waits for machines keeps
     it SUBMITTED. A run already decided (waiting for a retry, or final) keeps its status: an
@@ -630,7 +723,7 @@ def with_observed_state(
     job is known to have ended, a live state (a listing made before the end, applied after the
     end was decided) leaves ``run`` unchanged, so the ledger writes nothing.
     """
-    recorded = with_job(run, attempt_number, job_name, state, error)
+    recorded = with_job(run, attempt_number, job_name, state, error, times=times)
     attempt = run.attempt(attempt_number)
     if attempt_number != recorded.attempts[-1].number or (
         attempt is not None and is_older_news(attempt, state)
@@ -655,6 +748,7 @@ class AttemptOutcome:
     ]  # the decision as recorded (shared.handlers.jobstate.decision_record)
     status: RunStatus  # the run's new status
     next_retry: RetryPlan | None = None
+    times: JobTimes | None = None  # the job's times as read, for the attempt's history
 
 
 def with_decision(run: Run, outcome: AttemptOutcome) -> Run:
@@ -667,9 +761,18 @@ def with_decision(run: Run, outcome: AttemptOutcome) -> Run:
     attempt = run.attempt(outcome.attempt)
     if attempt is not None and attempt.decision is not None:
         if attempt.job_name == outcome.job_name and not is_terminal_job_state(attempt.state):
-            return with_job(run, outcome.attempt, outcome.job_name, outcome.state, outcome.error)
+            return with_job(
+                run,
+                outcome.attempt,
+                outcome.job_name,
+                outcome.state,
+                outcome.error,
+                times=outcome.times,
+            )
         return run
-    recorded = with_job(run, outcome.attempt, outcome.job_name, outcome.state, outcome.error)
+    recorded = with_job(
+        run, outcome.attempt, outcome.job_name, outcome.state, outcome.error, times=outcome.times
+    )
     attempts = tuple(
         replace(a, decision=dict(outcome.decision)) if a.number == outcome.attempt else a
         for a in recorded.attempts

@@ -22,17 +22,20 @@ job_spec             ``trial_job_spec``: each        ``training_task_inputs`` (t
 
 The view keeps the job's own ``name`` (``.../hyperparameterTuningJobs/ID``): whoever acts on the
 job (get, cancel) asks the service its name's collection names (``shared.model.job_kinds``).
-``result_of`` reads what only a sweep or a pipeline has: the best trial, the uploaded model.
+``result_of`` reads what only a sweep or a pipeline has: the best trial, the uploaded model;
+``job_times`` the times an attempt's history records (``shared.model.runs.with_history``).
 """
 
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 from google.protobuf import json_format
 
 from shared.aiplatform import CustomJob, CustomJobSpec, JobState
+from shared.model.runs import JobTimes
 
 if TYPE_CHECKING:
     from shared.aiplatform import HyperparameterTuningJob, StudySpec, TrainingPipeline, Trial
@@ -69,6 +72,26 @@ def view_of(job: AnyJob) -> CustomJob:
         view.state = job_state_of_pipeline_state(job.state.name)
         view.job_spec = training_task_spec(job)
     return view
+
+
+def job_times(job: CustomJob, seen_at: datetime) -> JobTimes:
+    """The times of ``job`` (a view) for its attempt's history: its create, start and end times
+    as Vertex AI stamped them (None when the job has none yet), and ``seen_at``, when it was
+    read (the caller's clock)."""
+    return JobTimes(
+        seen_at=seen_at,
+        created_at=_time_of(job, "create_time"),
+        started_at=_time_of(job, "start_time"),
+        ended_at=_time_of(job, "end_time"),
+    )
+
+
+def _time_of(job: CustomJob, field: str) -> datetime | None:
+    # An unset Timestamp reads as None or as the epoch, depending on how the job was built.
+    if field not in job:
+        return None
+    value: datetime | None = getattr(job, field)
+    return value if value is not None and value.timestamp() > 0 else None
 
 
 def job_state_of_pipeline_state(name: str) -> JobState:

@@ -32,6 +32,7 @@ from shared.handlers.services import Services
 from shared.model.cooldowns import Cooldown
 from shared.model.runs import (
     AttemptOutcome,
+    JobTimes,
     Run,
     RunSnapshot,
     RunStatus,
@@ -336,9 +337,15 @@ class FakeLedger:
         return RunSnapshot(self.run, CREATED) if run_id == self.run.run_id else None
 
     def record_observed_state(
-        self, run_id: str, attempt: int, job_name: str, state: str, error: Any
+        self,
+        run_id: str,
+        attempt: int,
+        job_name: str,
+        state: str,
+        error: Any,
+        times: JobTimes | None = None,
     ) -> RunSnapshot:
-        return self._write(with_observed_state(self.run, attempt, job_name, state, error))
+        return self._write(with_observed_state(self.run, attempt, job_name, state, error, times))
 
     def record_decision(self, current: RunSnapshot, outcome: AttemptOutcome) -> RunSnapshot:
         return self._write(with_decision(current.run, outcome))
