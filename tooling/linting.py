@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -31,6 +31,7 @@ from tooling.common import (
 if TYPE_CHECKING:
     from shared.config.model import Config
     from shared.config.problems import Problem as ConfigProblem
+    from shared.model.runs import Run
     from shared.validation import TemplateProblem, Violation
     from tooling.planning import PlacementPlan, Plan
 
@@ -80,10 +81,14 @@ The shipped events: success-marker.json (valid, exit 0), shard.json (a shard bes
 marker: no route, exit 3), job-request.json and scheduler-tick.json (push bodies: valid, 0).
 
 Nothing is written or created: no ledger entry, no Vertex AI or Pub/Sub call. Persistent
-resources and manifests are not read (live checks skipped). Exit status: 0 the first placement
-planned is valid, 1 the event is rejected or the job is invalid, 2 usage error (or a retry
-message, which only the ledger can plan), 3 the event matches no route,
-141 the output's reader left before all of it was written (`| head`), whatever the verdict.
+resources and manifests are not read (live checks skipped). The placements are listed in the
+order dispatch would try them, with why; for a template with placement_order: learned,
+--history-from-ledger reads (never writes) the template's recent runs in the ledger to learn it,
+and without it, or when the ledger cannot be read, the chain is shown as written.
+Exit status: 0 the first placement planned is valid, 1 the event is rejected or the job is
+invalid, 2 usage error (or a retry message, which only the ledger can plan), 3 the event matches
+no route, 141 the output's reader left before all of it was written (`| head`), whatever
+the verdict.
 """
 
 
@@ -135,6 +140,14 @@ def add_plan(commands: argparse._SubParsersAction) -> None:
         type=_placement_index,
         metavar="N",
         help="plan only placement N of the chain (0 is the first); default: every placement",
+    )
+    plan.add_argument(
+        "--history-from-ledger",
+        action="store_true",
+        help=(
+            "for a placement_order: learned template, order the chain from the template's recent "
+            "runs in the ledger (read only); default, or when the ledger cannot be read: as written"
+        ),
     )
     plan.add_argument("--json", action="store_true", help="print one JSON document")
     plan.set_defaults(handler=_run_plan)
@@ -285,9 +298,10 @@ def _run_plan(args: argparse.Namespace) -> int:
     config = load_config_or_report(args.config, "plan", as_json=args.json)
     if config is None:
         return EXIT_PROBLEMS
+    history = _ledger_history(config) if args.history_from_ledger else None
     try:
         plan = planning.plan_event_json(
-            config, text, topic=args.topic, placement_index=args.placement
+            config, text, topic=args.topic, placement_index=args.placement, history=history
         )
     except planning.PlanUsageError as error:
         fail("plan", str(error))
@@ -302,6 +316,53 @@ def _run_plan(args: argparse.Namespace) -> int:
     return PLAN_EXIT_CODES[plan.verdict.value]
 
 
+def _ledger_history(config: Config) -> Callable[[str], Sequence[Run]]:
+    """A reader of a template's recent runs in the config's ledger, for ``--history-from-ledger``;
+    what stops it (no credentials, no ledger reachable) is ``HistoryUnavailable``."""
+    from tooling import planning
+
+    def read(template: str) -> Sequence[Run]:
+        from google.auth.exceptions import GoogleAuthError
+
+        from shared.adapters.ledger import default_ledger
+        from shared.model.errors import DispatchError
+
+        try:
+            return [
+                snapshot.run for snapshot in default_ledger(config.project).recent_runs(template)
+            ]
+        except GoogleAuthError as error:
+            raise planning.HistoryUnavailable(no_credentials("read the ledger", error)) from error
+        except DispatchError as error:
+            raise planning.HistoryUnavailable(str(error)) from error
+
+    return read
+
+
+def _order_text(plan: Plan) -> list[str]:
+    order = plan.placement_order
+    if order is None:
+        return []
+    head = ", ".join(str(index) for index in order.order)
+    lines = [f"placement order: {head} ({order.source})"]
+    if order.learned:  # as written, every placement gives the same reason: the line says it
+        lines += [f"  placement[{index}]: {order.reasons[index]}" for index in order.order]
+    return lines
+
+
+def _order_document(plan: Plan) -> dict[str, Any] | None:
+    order = plan.placement_order
+    if order is None:
+        return None
+    return {
+        "order": list(order.order),
+        "learned": order.learned,
+        "source": order.source,
+        "explored": order.explored,
+        "reasons": {str(index): order.reasons[index] for index in order.order},
+    }
+
+
 def _plan_text(plan: Plan) -> str:
     lines = [f"event: {plan.trigger}"] if plan.trigger else []
     if not plan.route:
@@ -314,6 +375,7 @@ def _plan_text(plan: Plan) -> str:
         f"run id: {plan.run_id}",
         "params:",
         *(f"  {name} = {value}" for name, value in sorted(plan.params.items())),
+        *_order_text(plan),
     ]
     if plan.manifest_uri:
         lines.append(
@@ -378,6 +440,7 @@ def _plan_document(plan: Plan) -> dict[str, Any]:
         "params": dict(plan.params),
         "manifest_uri": plan.manifest_uri,
         "quiet": _quiet_document(plan),
+        "placement_order": _order_document(plan),
         "placements": [
             {
                 "index": placement.index,

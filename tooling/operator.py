@@ -436,6 +436,7 @@ def _run_retry(args: argparse.Namespace) -> int:
     )
     from shared.model.data_waits import QuietWait
     from shared.model.errors import DispatchError
+    from shared.policy.placement_order import start_of_order
 
     config = _operator_config(args)
     if config is None:
@@ -485,8 +486,10 @@ def _run_retry(args: argparse.Namespace) -> int:
                 "a new version, which starts once the dataset has been quiet",
             )
             return EXIT_PROBLEMS
+        # A run with a learned order starts over from the first placement of its order.
+        first = start_of_order(run, config.templates[run.template])
         plan = RetryPlan(
-            utc_now(), last.number + 1 if last else 1, 0, retry_messages.OPERATOR_REASON
+            utc_now(), last.number + 1 if last else 1, first, retry_messages.OPERATOR_REASON
         )
         ledger.grant_operator_attempt(run.run_id, plan.attempt)
         message_id = retry_messages.publish_retry(run.run_id, plan, config.requests_topic)
@@ -494,7 +497,7 @@ def _run_retry(args: argparse.Namespace) -> int:
         return _operator_failure("retry", error)
     print(
         f"retry of run {run.run_id} published (message {message_id}): attempt {plan.attempt} "
-        f"from placement 0 on {config.requests_topic}"
+        f"from placement {plan.placement_index} on {config.requests_topic}"
     )
     return EXIT_OK
 

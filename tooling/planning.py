@@ -17,6 +17,11 @@ the dataset's run would submit once quiet, with ``{dataset_uri}`` the directory.
 not listed: how many objects the dataset holds and when it will be quiet is ``vertex-dispatch
 status``'s to show.
 
+A template's placement order is shown with why (``OrderPlan``): the chain as written, or for
+``placement_order: learned`` the order dispatch would choose for the run, learned from the
+template's recent runs when the caller reads them (``history``: ``plan --history-from-ledger``),
+else the chain as written, saying why.
+
 Like dispatch, an event that matches no route is answered before ``aiplatform_v1`` (about 2 s) is
 imported: ``shared.policy.jobspec`` and ``shared.validation`` are imported only once a route
 matched.
@@ -27,7 +32,7 @@ from __future__ import annotations
 import enum
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
@@ -42,14 +47,16 @@ from shared.config.model import (
     GcsRoute,
     PersistentResourcePlacement,
     Placement,
+    PlacementOrder,
     ReservationPlacement,
     SpotPlacement,
     Template,
 )
 from shared.decode import events, routing
 from shared.decode.datasets import dataset_of
-from shared.model.errors import ConfigError, MalformedEvent, PermanentError
+from shared.model.errors import ConfigError, DispatchError, MalformedEvent, PermanentError
 from shared.model.job_kinds import JobKind
+from shared.model.runs import Run
 from shared.model.triggers import ObjectFinalized, RetryRequest, Trigger
 from shared.policy.records import describe_placement, describe_trigger
 
@@ -87,6 +94,15 @@ LIVE_CHECKS_ANY_RESERVATION: Final = (
     "live checks skipped: which reservation (if any) the job consumes is known only when Vertex AI "
     "runs it; without a free matching one it runs on demand"
 )
+
+
+class HistoryUnavailable(DispatchError):
+    """The placement history could not be read (no ledger reachable, no credentials)."""
+
+
+# The recent runs of a template, newest first (``Ledger.recent_runs``); raises
+# ``HistoryUnavailable`` when they cannot be read.
+HistoryReader = Callable[[str], Sequence[Run]]
 
 
 class PlanUsageError(PermanentError):
@@ -143,6 +159,17 @@ class QuietPlan:
 
 
 @dataclass(frozen=True)
+class OrderPlan:
+    """The order dispatch would walk the chain in, and why each placement is where it is."""
+
+    order: tuple[int, ...]  # chain indices, first tried first
+    reasons: Mapping[int, str]  # by chain index
+    learned: bool  # placement_order: learned, ordered from history
+    source: str  # where the order comes from, one line
+    explored: int | None = None
+
+
+@dataclass(frozen=True)
 class Plan:
     """Everything ``vertex-dispatch plan`` prints about one event."""
 
@@ -156,7 +183,8 @@ class Plan:
     params: Mapping[str, str] = field(default_factory=dict)
     manifest_uri: str | None = None  # dispatch checks the files it lists before creating a job
     quiet: QuietPlan | None = None  # completion: quiet: the run waits for its dataset to be quiet
-    placements: tuple[PlacementPlan, ...] = ()
+    placements: tuple[PlacementPlan, ...] = ()  # in the order dispatch tries them
+    placement_order: OrderPlan | None = None
 
 
 def _utc_now() -> datetime:
@@ -255,23 +283,32 @@ def plan_event_json(
     topic: str | None = None,
     placement_index: int | None = None,
     now: Callable[[], datetime] = _utc_now,
+    history: HistoryReader | None = None,
 ) -> Plan:
     """``plan_event`` for an event file's text; an event that cannot be read is REJECTED."""
     try:
         cloud_event = cloud_event_from_json(text, topic=topic, now=now)
     except MalformedEvent as error:
         return Plan(PlanVerdict.REJECTED, reason=f"{type(error).__name__}: {error}")
-    return plan_event(config, cloud_event, placement_index=placement_index)
+    return plan_event(
+        config, cloud_event, placement_index=placement_index, history=history, now=now
+    )
 
 
 def plan_event(
-    config: Config, cloud_event: CloudEvent, *, placement_index: int | None = None
+    config: Config,
+    cloud_event: CloudEvent,
+    *,
+    placement_index: int | None = None,
+    history: HistoryReader | None = None,
+    now: Callable[[], datetime] = _utc_now,
 ) -> Plan:
     """What dispatch would do with ``cloud_event``: see the module docstring.
 
     ``placement_index`` plans that placement of the chain only; ``PlanUsageError`` when the
-    template has no such placement. A ``ConfigError`` raised while routing propagates: it is the
-    config's fault, not the event's.
+    template has no such placement. ``history`` reads a template's recent runs, for a
+    ``placement_order: learned`` template (None: the chain as written). A ``ConfigError`` raised
+    while routing propagates: it is the config's fault, not the event's.
     """
     try:
         trigger = events.decode(cloud_event)
@@ -307,9 +344,10 @@ def plan_event(
             trigger=describe_trigger(trigger),
         )
     template = config.templates[match.template]
+    order = plan_order(config, template, match.run_id, history, now())
+    chosen = _chosen_indices(template, placement_index)
     placements = tuple(
-        plan_placement(config, template, match, index)
-        for index in _chosen_indices(template, placement_index)
+        plan_placement(config, template, match, index) for index in order.order if index in chosen
     )
     first_valid = bool(placements) and placements[0].valid
     return Plan(
@@ -323,7 +361,37 @@ def plan_event(
         manifest_uri=match.manifest_uri,
         quiet=_quiet_plan(config, match.route, trigger),
         placements=placements,
+        placement_order=order,
     )
+
+
+def plan_order(
+    config: Config,
+    template: Template,
+    run_id: str,
+    history: HistoryReader | None,
+    now: datetime,
+) -> OrderPlan:
+    """The order run ``run_id`` of ``template`` would walk its chain in, as dispatch chooses it
+    at the run's first walk (``policy.placement_order``), with why."""
+    from shared.policy.placement_order import learn_order, written_order
+
+    if template.placement_order is not PlacementOrder.LEARNED:
+        written = written_order(template, "as written (placement_order: as_written)")
+        return OrderPlan(written.order, written.reasons, False, "as written")
+    if history is None:
+        why = "as written: plan reads no history without --history-from-ledger"
+        written = written_order(template, why)
+        return OrderPlan(written.order, written.reasons, False, why)
+    try:
+        runs = history(template.name)
+    except HistoryUnavailable as error:
+        why = f"as written: the ledger could not be read ({error})"
+        written = written_order(template, why)
+        return OrderPlan(written.order, written.reasons, False, why)
+    learned = learn_order(template, config.region, runs, run_id=run_id, now=now)
+    source = f"learned from the template's {len(runs)} most recent run(s) in the ledger"
+    return OrderPlan(learned.order, learned.reasons, True, source, learned.explored)
 
 
 def _quiet_plan(config: Config, route_name: str, trigger: Trigger) -> QuietPlan | None:

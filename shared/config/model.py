@@ -218,6 +218,13 @@ class RetryPolicy:
     )
 
 
+class PlacementOrder(enum.Enum):
+    """How a template's runs walk its placement chain (``placement_order``)."""
+
+    AS_WRITTEN = "as_written"  # the chain in the order written
+    LEARNED = "learned"  # ordered per run from the placements' history (policy.placement_order)
+
+
 class TemplateForm(enum.Enum):
     """How a template's job was written, which decides how a job field is named to its user."""
 
@@ -383,6 +390,9 @@ class Template:
     # How long a placement that just failed for capacity is skipped by new attempts; None: the
     # config's. timedelta(0) turns the cooldown off.
     cooldown: timedelta | None = None
+    # How its runs order the chain: as written, or learned from the placements' measured
+    # time-to-start (each run chooses once, at its first walk: Run.placement_order).
+    placement_order: PlacementOrder = PlacementOrder.AS_WRITTEN
     # A sweep or a pipeline instead of a CustomJob (at most one is set); the job spec is then
     # the trial job / the training task (shared.model.job_kinds).
     hyperparameter_tuning: HyperparameterTuning | None = None

@@ -29,6 +29,7 @@ from shared.config.model import (
     DISPLAY_NAME_MAX,
     HyperparameterTuning,
     Placement,
+    PlacementOrder,
     Template,
     TemplateForm,
     TrainingPipelineSpec,
@@ -69,7 +70,7 @@ TEMPLATE_KEYS = frozenset(
     | {"base_output_dir", "experiment", "experiment_run", "placement", "retry"}
     | {"max_queue", "no_placement_alert", "no_placement_give_up"}
     | {"encryption_key"}
-    | {"cooldown"}
+    | {"cooldown", "placement_order"}
     | set(KIND_KEYS)
 )
 IMPORTERS: Mapping[str, Callable[[object, str, Problems], ImportedJob | None]] = {
@@ -144,6 +145,9 @@ def read_template(
         or imported.encryption_key
     )
     cooldown = read_cooldown(spec.get("cooldown"), child(path, "cooldown"), problems)
+    placement_order = _placement_order(
+        spec.get("placement_order"), child(path, "placement_order"), problems
+    )
     if placements is None:
         return None
     form = next(TemplateForm(key) for key in SPEC_SOURCES if spec.get(key) is not None)
@@ -170,10 +174,28 @@ def read_template(
         no_placement_give_up=limits["no_placement_give_up"],
         encryption_key=encryption_key,
         cooldown=cooldown,
+        placement_order=placement_order,
         hyperparameter_tuning=tuning,
         training_pipeline=pipeline,
         origin=origin,
     )
+
+
+PLACEMENT_ORDER_NAMES = tuple(order.value for order in PlacementOrder)
+
+
+def _placement_order(value: object, path: str, problems: Problems) -> PlacementOrder:
+    """``placement_order``: ``as_written`` (the default) or ``learned``."""
+    if value is None:
+        return PlacementOrder.AS_WRITTEN
+    if isinstance(value, str) and value in PLACEMENT_ORDER_NAMES:
+        return PlacementOrder(value)
+    problems.add(
+        path,
+        f"{value!r} is not a placement order: write learned (ordered by each placement's "
+        "measured time-to-start) or as_written (the chain as written, the default)",
+    )
+    return PlacementOrder.AS_WRITTEN
 
 
 def _job_kind(

@@ -27,7 +27,10 @@ labels, is never taken for the attempt's job):
    the no-placement watchdog alerts on a long wait and ends one that lasts past
    ``no_placement_give_up`` (``_no_placement``).
 
-The walk tries placements cooling down after a capacity failure after the others
+The walk follows the run's order: the chain as written, or for ``placement_order: learned`` the
+order its first walk chose from the placements' history and recorded with the claim
+(``handlers.placement_orders``; docs/architecture.md, "Learned placement order"). It tries
+placements cooling down after a capacity failure after the others
 (``policy.cooldown``; docs/architecture.md, "Placement cooldown"), and records every placement it
 passes over on the attempt (``Attempt.skips``). What it carries is ``handlers.walk``'s; how a walk
 that creates no job ends (rejected, failed, waiting) is ``handlers.walk_ends``'.
@@ -37,6 +40,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import timedelta
 
 from shared import validation
@@ -46,8 +50,8 @@ from shared.adapters.ledger import (
     Attempt,
     RunSnapshot,
 )
-from shared.config.model import FailureClass, Placement
-from shared.handlers import cooldowns, duplicates, walk_ends
+from shared.config.model import FailureClass, Placement, PlacementOrder
+from shared.handlers import cooldowns, duplicates, placement_orders, walk_ends
 from shared.handlers.walk import Submission, Walk
 from shared.logs import log
 from shared.model import loglines
@@ -66,6 +70,7 @@ from shared.policy.cooldown import (
 from shared.policy.duplicates import FoundJob, counts_for, sort_out
 from shared.policy.gpus import gpus_held
 from shared.policy.job_views import job_times
+from shared.policy.placement_order import recorded_order
 from shared.policy.records import describe_placement, placement_kind, placement_record
 from shared.policy.timing import INTENT_LEASE
 from shared.validation.chain import check_chain
@@ -156,7 +161,8 @@ def _walk_placements(
     ``retry_on`` retries that class, is skipped: recorded, and the intent moves on to the next
     placement by compare-and-set before that one's create."""
     walk = Walk(snapshot, attempt_number, submission.now)
-    indices = walk_indices(submission.template, first_placement, snapshot.run.attempts)
+    run_order, first = _run_order(submission, walk, first_placement)
+    indices = walk_indices(submission.template, first, snapshot.run.attempts, run_order)
     order = _walk_order(submission, walk, indices)
     chain = check_chain(
         submission.config,
@@ -200,6 +206,37 @@ _SKIP_CLASS_OF_VERDICT: dict[validation.ViolationKind | None, SkipClass] = {
     validation.ViolationKind.UNAVAILABLE: SkipClass.UNAVAILABLE,
     validation.ViolationKind.UNSUITABLE: SkipClass.UNSUITABLE,
 }
+
+
+def _run_order(
+    submission: Submission, walk: Walk, first_placement: int
+) -> tuple[tuple[int, ...] | None, int]:
+    """The run's chain order (None: as written) and the chain index its walk starts at.
+
+    A run of a ``placement_order: learned`` template chooses its order at its first walk
+    (``handlers.placement_orders``) and starts at its head; the order rides on the walk's
+    snapshot, so the intent's claim (or the wait, when no placement can take the job) records
+    it in the same compare-and-set. Every later walk follows the recorded order."""
+    template, run = submission.template, walk.snapshot.run
+    recorded = recorded_order(run, template)
+    if recorded is not None:
+        return recorded, first_placement
+    if (
+        template.placement_order is not PlacementOrder.LEARNED
+        or run.attempts
+        or len(template.placements) < 2
+    ):
+        return None, first_placement
+    chosen = placement_orders.choose_order(
+        submission.ledger,
+        submission.config,
+        template,
+        run,
+        now=submission.now(),
+        labels=submission.labels,
+    )
+    walk.snapshot = replace(walk.snapshot, run=replace(run, placement_order=chosen.order))
+    return chosen.order, chosen.order[0] if first_placement == 0 else first_placement
 
 
 def _walk_order(submission: Submission, walk: Walk, indices: Sequence[int]) -> Sequence[int]:

@@ -22,6 +22,7 @@ from shared.model.results import DispatchOutcome, DispatchResult
 from shared.model.runs import SkipClass
 from shared.policy import jobspec
 from shared.policy.machines import draws_preemptible_quota, preemptible_quota_metric
+from shared.policy.placement_order import start_of_order
 from shared.policy.records import describe_placement
 from shared.policy.watchdogs import (
     NoPlacementDue,
@@ -196,7 +197,7 @@ def no_placement(submission: Submission, walk: Walk) -> DispatchResult:
     next_retry = RetryPlan(
         at=now + submission.template.retry.backoff_base,
         attempt=attempt_number,
-        placement_index=0,
+        placement_index=start_of_order(run, submission.template),
         reason="no placement could take the job",
     )
     # The walk's skips go on the run when it claimed no attempt (else they are the attempt's).

@@ -105,12 +105,16 @@ class WalkOrder:
 
 
 def walk_order(indices: Sequence[int], cooling_indices: Collection[int]) -> WalkOrder:
-    """``indices`` (chain order) with the cooling ones moved behind the others; see the module
-    docstring. A cooling index with no placement after it that is not cooling stays where the
-    chain puts it among the cooling ones, and is not passed over."""
+    """``indices`` (the run's order: the chain's, or its learned one) with the cooling ones moved
+    behind the others; see the module docstring. A cooling index with no placement after it in
+    ``indices`` that is not cooling stays where the order puts it among the cooling ones, and is
+    not passed over."""
+    position = {index: at for at, index in enumerate(indices)}
     fresh = [index for index in indices if index not in cooling_indices]
     cooled = [index for index in indices if index in cooling_indices]
-    passed_over = tuple(index for index in cooled if any(later > index for later in fresh))
+    passed_over = tuple(
+        index for index in cooled if any(position[later] > position[index] for later in fresh)
+    )
     return WalkOrder(order=(*fresh, *cooled), passed_over=passed_over)
 
 
@@ -165,9 +169,17 @@ def untried_passed_over(template: Template, attempts: Sequence[Attempt]) -> tupl
     )
 
 
-def walk_indices(template: Template, first: int, attempts: Sequence[Attempt]) -> tuple[int, ...]:
-    """The chain indices a walk from ``first`` tries: ``first`` to the end, and before them any
-    earlier placement this run passed over for cooldown and never tried
-    (``untried_passed_over``), in chain order."""
-    owed = [index for index in untried_passed_over(template, attempts) if index < first]
-    return (*owed, *range(first, len(template.placements)))
+def walk_indices(
+    template: Template,
+    first: int,
+    attempts: Sequence[Attempt],
+    order: Sequence[int] | None = None,
+) -> tuple[int, ...]:
+    """The chain indices a walk from ``first`` tries: ``first`` to the end of the run's
+    ``order`` (the chain's when None; a learned one, ``policy.placement_order``), and before them
+    any placement earlier in the order this run passed over for cooldown and never tried
+    (``untried_passed_over``), in that order."""
+    walked = tuple(order) if order is not None else tuple(range(len(template.placements)))
+    start = walked.index(first) if first in walked else len(walked)  # past the end: owed only
+    owed = set(untried_passed_over(template, attempts))
+    return (*(index for index in walked[:start] if index in owed), *walked[start:])

@@ -11,7 +11,8 @@ The rules (docs/architecture.md, "Peers we learned from": Kueue and SkyPilot):
 - cancelled → CANCELLED: someone stopped it on purpose; never retried, no alert (logged only);
 - a class the policy's ``retry_on`` does not list → FAILED and an alert;
 - CAPACITY (and QUOTA or INVALID_SPEC when listed in ``retry_on``) → the NEXT placement of the
-  chain, at once; past the end of the chain → FAILED, alert ``no_placement``;
+  chain (of the run's recorded order, for ``placement_order: learned``), at once; past the end
+  of the chain → FAILED, alert ``no_placement``;
 - INFRASTRUCTURE (and UNKNOWN when listed) → the SAME placement after an exponential backoff:
   ``base * 2^(n-1)`` capped at ``cap``, where n counts this run's failures of those classes so far
   (this one included), with equal jitter (a delay drawn in [backoff/2, backoff]);
@@ -48,6 +49,7 @@ from shared.model.runs import Attempt, InvalidTransition, RetryPlan, Run, RunSta
 from shared.policy.classify import PERMISSION_CODES, Classification, quota_metric
 from shared.policy.cooldown import untried_passed_over
 from shared.policy.machines import draws_preemptible_quota, preemptible_quota_metric
+from shared.policy.placement_order import recorded_order
 from shared.policy.records import describe_placement, placement_record
 
 EXPLANATION_CHARS: Final = 300
@@ -238,17 +240,20 @@ def _retry(
 
 
 def _next_placement(run: Run, template: Template, index: int) -> int | None:
-    """Where the chain goes on after placement ``index`` failed: the next placement no attempt
-    of the run has run on, else the first one a walk of this run passed over for cooldown and
-    never tried (a cooldown reorders a walk, so the run may have run further down the chain
-    first, or moved past one: ``policy.cooldown.untried_passed_over``), else None: the chain is
-    exhausted."""
+    """Where the chain goes on after placement ``index`` failed: the next placement, in the
+    run's order (its recorded learned order, else the chain's: ``policy.placement_order``), no
+    attempt of the run has run on, else the first one (in that order) a walk of this run passed
+    over for cooldown and never tried (a cooldown reorders a walk, so the run may have run
+    further down the chain first, or moved past one: ``policy.cooldown.untried_passed_over``),
+    else None: the chain is exhausted."""
+    order = recorded_order(run, template) or tuple(range(len(template.placements)))
     ran = [dict(attempt.placement) for attempt in run.attempts]
-    for later in range(index + 1, len(template.placements)):
+    after = order.index(index) + 1 if index in order else len(order)
+    for later in order[after:]:
         if placement_record(template.placements[later]) not in ran:
             return later
-    owed = untried_passed_over(template, run.attempts)
-    return owed[0] if owed else None
+    owed = set(untried_passed_over(template, run.attempts))
+    return next((candidate for candidate in order if candidate in owed), None)
 
 
 def _user_failures(run: Run) -> int:

@@ -22,6 +22,15 @@ Submission reads them for every chain with a choice left, which would add a ledg
 submission; a cooldown lasts minutes (30 by default), so seeing another instance's new one up to
 this much later changes nothing that matters, and this instance's own writes are seen at once."""
 
+PLACEMENT_HISTORY_READ_EVERY = timedelta(minutes=5)
+"""How long an instance reuses the recent runs of a template it read for learned placement order
+(``Ledger.recent_runs``, ``handlers.placement_orders``).
+
+A run of a ``placement_order: learned`` template reads them at its first walk; without reuse a
+busy instance would query up to 200 runs per submission. The order is learned over days
+(``policy.placement_order.LEARNING_WINDOW``), so a history up to five minutes old orders a chain
+as well as a fresh one."""
+
 # Owed actions: retry messages
 RETRY_REPUBLISH_AFTER = timedelta(minutes=10)
 """How long a published retry may go unclaimed before it is published again: longer than Pub/Sub

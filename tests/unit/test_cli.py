@@ -81,6 +81,8 @@ PLAN_CASES = [
             '"maxWaitDuration": "7200s"',
             "parent: projects/acme-ml/locations/us-east4",
             "live checks skipped",
+            "placement order: 0, 1, 2, 3 (as written: plan reads no history without "
+            "--history-from-ledger)",
             "verdict: valid",
         ],
         id="marker-prints-flex-start-jobs",
@@ -180,6 +182,10 @@ def test_plan_json_is_one_document(
     assert flex["parent"] == "projects/acme-ml/locations/us-central1"
     assert flex["custom_job"]["jobSpec"]["scheduling"]["maxWaitDuration"] == "7200s"
     assert flex["custom_job"]["labels"]["vd-run"] == document["run_id"]
+    # resnet-a100 says placement_order: learned; without --history-from-ledger, as written
+    order = document["placement_order"]
+    assert (order["order"], order["learned"]) == ([0, 1, 2, 3], False)
+    assert "without --history-from-ledger" in order["source"]
 
 
 # A template that loads but breaks FLEX_START's GPU rule once rendered.

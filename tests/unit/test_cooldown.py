@@ -294,3 +294,45 @@ def test_a_walk_from_a_placement_includes_the_ones_owed_a_try(
     first: int, attempts: tuple[Attempt, ...], indices: tuple[int, ...]
 ) -> None:
     assert walk_indices(CHAIN, first, attempts) == indices
+
+
+@pytest.mark.parametrize(
+    ("first", "order", "attempts", "indices"),
+    [
+        pytest.param(0, None, (), (0, 1, 2), id="no-order-the-chain"),
+        pytest.param(2, (2, 0, 1), (), (2, 0, 1), id="the-whole-learned-order"),
+        pytest.param(0, (2, 0, 1), (), (0, 1), id="from-the-middle-of-the-order"),
+        pytest.param(
+            1,
+            (2, 0, 1),
+            (_attempt(1, CENTRAL, _skip(WEST, SkipClass.COOLDOWN)),),
+            (2, 1),
+            id="owed-earlier-in-the-order",
+        ),
+    ],
+)
+def test_a_walk_follows_the_runs_learned_order(
+    first: int,
+    order: tuple[int, ...] | None,
+    attempts: tuple[Attempt, ...],
+    indices: tuple[int, ...],
+) -> None:
+    assert walk_indices(CHAIN, first, attempts, order) == indices
+
+
+@pytest.mark.parametrize(
+    ("indices", "cooling_indices", "order", "passed_over"),
+    [
+        pytest.param([2, 0, 1], {2}, (0, 1, 2), (2,), id="the-learned-head-cooling-goes-last"),
+        pytest.param([2, 0, 1], {1}, (2, 0, 1), (), id="the-learned-tail-is-never-passed-over"),
+        pytest.param([2, 0, 1], {0}, (2, 1, 0), (0,), id="passed-over-by-position-not-index"),
+    ],
+)
+def test_cooling_placements_go_last_in_a_learned_order(
+    indices: list[int],
+    cooling_indices: set[int],
+    order: tuple[int, ...],
+    passed_over: tuple[int, ...],
+) -> None:
+    plan = walk_order(indices, cooling_indices)
+    assert (plan.order, plan.passed_over) == (order, passed_over)

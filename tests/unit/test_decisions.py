@@ -621,3 +621,29 @@ def test_the_chain_is_exhausted_once_the_placement_passed_over_was_tried() -> No
 
     assert decision.status is RunStatus.FAILED
     assert decision.alert is not None and decision.alert.reason == AlertReason.NO_PLACEMENT
+
+
+@pytest.mark.parametrize(
+    ("order", "ran", "next_index"),
+    [
+        pytest.param(None, (1,), 2, id="as-written-the-next-in-the-chain"),
+        pytest.param((2, 1, 0, 3), (2,), 1, id="learned-the-next-of-the-recorded-order"),
+        pytest.param((3, 1, 0, 2), (3,), 1, id="learned-back-up-the-chain"),
+        pytest.param((3, 1, 0, 2), (3, 1), 0, id="learned-skips-none-it-has-not-run-on"),
+        pytest.param((3, 1, 0, 2), (3, 1, 0, 2), None, id="learned-order-exhausted"),
+        pytest.param((2, 1, 0), (1,), 2, id="an-order-that-no-longer-fits-is-the-written-one"),
+    ],
+)
+def test_a_capacity_end_moves_to_the_next_placement_of_the_runs_order(
+    order: tuple[int, ...] | None, ran: tuple[int, ...], next_index: int | None
+) -> None:
+    attempts = [attempt(number, CHAIN[index]) for number, index in enumerate(ran, start=1)]
+    attempts[-1] = attempt(len(ran), CHAIN[ran[-1]], STOCKOUT)
+    the_run = replace(run(*attempts), placement_order=order)
+
+    decision = decide(the_run, template(attempts=9), STOCKOUT, now=NOW, rng=random.Random(1))
+
+    if next_index is None:
+        assert decision.status is RunStatus.FAILED
+    else:
+        assert decision.retry == RetryPlan(NOW, len(ran) + 1, next_index, "capacity")

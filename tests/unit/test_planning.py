@@ -7,7 +7,7 @@ import json
 import subprocess
 import sys
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +22,15 @@ from shared.config.model import Config, GcsRoute, Guards, QuietRule
 from shared.model.errors import ConfigError, MalformedEvent
 from shared.model.job_kinds import JobKind
 from shared.model.runkeys import dataset_run_key, run_id
+from shared.model.runs import Attempt, Run
+from shared.policy.records import placement_record
 from tooling.planning import (
     LIVE_CHECKS_FLEX_START,
     LIVE_CHECKS_ON_DEMAND,
     LIVE_CHECKS_PERSISTENT_RESOURCE,
     LIVE_CHECKS_RESERVATION,
     LIVE_CHECKS_SPOT,
+    HistoryUnavailable,
     Plan,
     PlanUsageError,
     PlanVerdict,
@@ -650,3 +653,99 @@ def test_plan_prints_the_job_of_the_templates_kind(
     assert main(arguments) == EXIT_OK
     resource = JobKind(kind).resource
     assert f"kind: {resource}\n{{" in capsys.readouterr().out
+
+
+# --- the placement order ---------------------------------------------------------------------
+
+PLAN_NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+
+
+def a_started_run(config: Config, template: str, index: int, waited: timedelta) -> Run:
+    """A recent run of ``template`` whose job on placement ``index`` started ``waited`` after
+    its create."""
+    placement = config.templates[template].placements[index]
+    region = placement.region or config.region
+    created = PLAN_NOW - timedelta(hours=2)
+    attempt = Attempt(
+        number=1,
+        placement=placement_record(placement),
+        region=region,
+        parent=f"projects/acme-ml/locations/{region}",
+        intent_at=created,
+        job_created_at=created,
+        started_at=created + waited,
+    )
+    return Run(f"old-{index}", f"key-{index}", "nightly", template, {}, attempts=(attempt,))
+
+
+def nightly_event() -> CloudEvent:
+    return object_event("acme-datasets", "imagenet/2026-12-01/_SUCCESS")
+
+
+def test_a_learned_template_plans_its_chain_in_the_order_its_history_gives(
+    config: Config,
+) -> None:
+    history = [
+        a_started_run(config, "resnet-a100", 0, timedelta(hours=3)),
+        a_started_run(config, "resnet-a100", 2, timedelta(minutes=4)),
+    ]
+    asked: list[str] = []
+
+    def read(template: str) -> list[Run]:
+        asked.append(template)
+        return history
+
+    plan = plan_event(config, nightly_event(), history=read, now=lambda: PLAN_NOW)
+
+    assert asked == ["resnet-a100"]
+    order = plan.placement_order
+    assert order is not None and order.learned
+    assert order.order[:2] == (2, 0)
+    assert [placement.index for placement in plan.placements] == list(order.order)
+    assert "median time-to-start 4m" in order.reasons[2]
+    assert "untried" in order.reasons[1]
+    assert "2 most recent run(s)" in order.source
+
+
+@pytest.mark.parametrize(
+    ("history", "says"),
+    [
+        pytest.param(None, "plan reads no history without --history-from-ledger", id="no-flag"),
+        pytest.param("unreadable", "the ledger could not be read (no ledger here)", id="no-ledger"),
+    ],
+)
+def test_a_learned_template_without_its_history_plans_the_chain_as_written(
+    config: Config, history: str | None, says: str
+) -> None:
+    def unreadable(template: str) -> list[Run]:
+        raise HistoryUnavailable("no ledger here")
+
+    reader = unreadable if history else None
+    plan = plan_event(config, nightly_event(), history=reader, now=lambda: PLAN_NOW)
+    order = plan.placement_order
+    assert order is not None and not order.learned
+    assert order.order == (0, 1, 2, 3)
+    assert says in order.source
+    assert [placement.index for placement in plan.placements] == [0, 1, 2, 3]
+
+
+def test_an_as_written_template_reads_no_history(config: Config) -> None:
+    def never(template: str) -> list[Run]:
+        raise AssertionError("an as_written template must not read the ledger")
+
+    body = {"template": "llm-finetune", "params": {"dataset_uri": "gs://acme-datasets/llm/x/"}}
+    plan = plan_event(config, message_event(body, {"kind": "train"}), history=never)
+    assert plan.placement_order is not None
+    assert (plan.placement_order.order, plan.placement_order.source) == (
+        (0, 1, 2, 3, 4),
+        "as written",
+    )
+
+
+def test_one_placement_of_a_learned_order_is_planned_on_request(config: Config) -> None:
+    history = [a_started_run(config, "resnet-a100", 2, timedelta(minutes=4))]
+    plan = plan_event(
+        config, nightly_event(), placement_index=1, history=lambda _: history, now=lambda: PLAN_NOW
+    )
+    assert [placement.index for placement in plan.placements] == [1]
+    assert plan.placement_order is not None and plan.placement_order.order[0] == 2

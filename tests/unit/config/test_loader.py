@@ -27,6 +27,7 @@ from shared.config.model import (
     ParameterType,
     PersistentResourcePlacement,
     Placement,
+    PlacementOrder,
     PubSubRoute,
     ScheduleRoute,
 )
@@ -344,6 +345,9 @@ POOL = f"{T}.worker_pools[0]"
         ("cooldown", "8d", "cooldown", "out of range"),
         ("cooldown", -60, "cooldown", "cannot be negative"),
         (f"{T}.cooldown", "30d", f"{T}.cooldown", "out of range"),
+        (f"{T}.placement_order", "fastest", f"{T}.placement_order", "learned"),
+        (f"{T}.placement_order", "fastest", f"{T}.placement_order", "as_written"),
+        (f"{T}.placement_order", 1, f"{T}.placement_order", "not a placement order"),
     ],
 )
 def test_each_broken_rule_is_reported_at_its_key_path(
@@ -376,6 +380,12 @@ def test_the_watchdog_limits_load_with_their_defaults() -> None:
         timedelta(days=2),
     )
     assert loaded.no_placement_alert == timedelta(hours=1)
+
+
+def test_placement_order_loads_as_written_by_default_and_learned_when_asked() -> None:
+    assert parse(base_config()).templates["resnet"].placement_order is PlacementOrder.AS_WRITTEN
+    learned = parse(with_value(base_config(), f"{T}.placement_order", "learned"))
+    assert learned.templates["resnet"].placement_order is PlacementOrder.LEARNED
 
 
 def test_the_cooldown_loads_with_its_default_and_a_templates_own() -> None:

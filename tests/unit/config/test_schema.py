@@ -30,7 +30,7 @@ from shared.config.shorthand import (
     PYTHON_PACKAGE_KEYS,
     WORKER_POOL_KEYS,
 )
-from shared.config.templates import TEMPLATE_KEYS
+from shared.config.templates import PLACEMENT_ORDER_NAMES, TEMPLATE_KEYS
 from shared.config.tuning import (
     ALGORITHM_NAMES,
     GOAL_NAMES,
@@ -102,6 +102,7 @@ def test_schema_keys_match_the_loader(schema_object: dict, loader_keys: Collecti
             GOAL_NAMES,
         ),
         (DEFS["tuning_parameter"]["properties"]["scale"]["enum"], SCALE_NAMES),
+        (DEFS["template"]["properties"]["placement_order"]["enum"], PLACEMENT_ORDER_NAMES),
         (
             DEFS["retry"]["properties"]["retry_on"]["default"],
             [kind.value for kind in RetryPolicy().retry_on],
