@@ -393,6 +393,10 @@ class Template:
     # How its runs order the chain: as written, or learned from the placements' measured
     # time-to-start (each run chooses once, at its first walk: Run.placement_order).
     placement_order: PlacementOrder = PlacementOrder.AS_WRITTEN
+    # The run must have a job RUNNING this long after its trigger (docs/architecture.md,
+    # "Deadlines"): the chain's waits are cut to it, and a run that cannot start by then ends
+    # with a deadline_missed alert. A job request may shorten it. None: no deadline.
+    start_by: timedelta | None = None
     # A sweep or a pipeline instead of a CustomJob (at most one is set); the job spec is then
     # the trial job / the training task (shared.model.job_kinds).
     hyperparameter_tuning: HyperparameterTuning | None = None

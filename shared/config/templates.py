@@ -58,7 +58,7 @@ from shared.config.tuning import (
     read_pipeline_block,
     read_tuning_block,
 )
-from shared.config.watching import read_cooldown, read_watchdog_limit
+from shared.config.watching import read_cooldown, read_start_by, read_watchdog_limit
 from shared.config.yamlfile import parse_yaml
 from shared.model.errors import ConfigError
 from shared.model.job_kinds import JobKind
@@ -71,6 +71,7 @@ TEMPLATE_KEYS = frozenset(
     | {"max_queue", "no_placement_alert", "no_placement_give_up"}
     | {"encryption_key"}
     | {"cooldown", "placement_order"}
+    | {"start_by"}
     | set(KIND_KEYS)
 )
 IMPORTERS: Mapping[str, Callable[[object, str, Problems], ImportedJob | None]] = {
@@ -148,6 +149,7 @@ def read_template(
     placement_order = _placement_order(
         spec.get("placement_order"), child(path, "placement_order"), problems
     )
+    start_by = read_start_by(spec.get("start_by"), child(path, "start_by"), problems)
     if placements is None:
         return None
     form = next(TemplateForm(key) for key in SPEC_SOURCES if spec.get(key) is not None)
@@ -175,6 +177,7 @@ def read_template(
         encryption_key=encryption_key,
         cooldown=cooldown,
         placement_order=placement_order,
+        start_by=start_by,
         hyperparameter_tuning=tuning,
         training_pipeline=pipeline,
         origin=origin,

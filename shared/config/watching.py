@@ -60,6 +60,20 @@ def read_watchdog_limit(value: object, path: str, problems: Problems) -> timedel
     return limit
 
 
+def read_start_by(value: object, path: str, problems: Problems) -> timedelta | None:
+    """A template's ``start_by`` (how long after its trigger a run must have a job RUNNING):
+    a duration longer than 0s, or None when left out (or wrong, once the problem is recorded)."""
+    start_by = read_duration(value, path, problems)
+    if start_by is not None and start_by <= timedelta(0):
+        problems.add(
+            path,
+            "must be longer than 0s: how long after its trigger a run must have a job running, "
+            "e.g. 6h; or leave it out for no deadline",
+        )
+        return None
+    return start_by
+
+
 MAX_COOLDOWN = timedelta(days=7)  # longer would hide a placement that is back for good
 
 

@@ -24,7 +24,8 @@ declares and nothing the route, the trigger or dispatch (``RENDER_FIELDS``) sets
 that names a field of the job itself (``max_trials``, ``parameters``, ``metrics``, ``worker_pools``,
 ``placement``, ... or their REST names: ``REQUEST_REFUSED_KEYS``) is refused, not ignored: its
 sender believes it changed the job, and it cannot (a route may still match on such a key with
-``body_field``). Placeholders are
+``body_field``). A request's ``start_by`` may shorten its template's deadline, never lengthen it
+(``requested_start_by``). Placeholders are
 ``{name}`` only (``shared.config.placeholders``), filled in one pass: a value containing ``{x}`` is
 never expanded again.
 """
@@ -35,9 +36,11 @@ import posixpath
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 from functools import lru_cache
 from typing import Any
 
+from shared.config.durations import describe_duration, parse_duration
 from shared.config.model import (
     Completion,
     Config,
@@ -108,6 +111,9 @@ class RouteMatch:
     manifest_uri: str | None = None  # gs:// URI of the manifest to verify (manifest completion)
     # completion: quiet: the dataset the object belongs to; the fields above are its version 1
     dataset: QuietDataset | None = None
+    # A job request's body.start_by, checked against its template's (never longer); None: the
+    # template's start_by applies (``policy.deadlines.start_deadline``).
+    start_by: timedelta | None = None
 
 
 MAX_PARAM_VALUE_CHARS = 1024
@@ -316,7 +322,42 @@ def _request_match(pubsub_route: PubSubRoute, trigger: JobRequest, config: Confi
         params={**fixed, **requested},
         run_key=run_key,
         run_id=the_run_id,
+        start_by=requested_start_by(trigger.body.get(START_BY_KEY), template),
     )
+
+
+START_BY_KEY = "start_by"
+"""The request body key that sets the run's deadline: a duration from the request's publish
+time, which may shorten the template's ``start_by``, never lengthen it (docs/messages.md)."""
+
+
+def requested_start_by(value: object, template: Template) -> timedelta | None:
+    """A request's ``body.start_by``, read and checked against ``template``'s: a duration longer
+    than 0s and no longer than the template's ``start_by`` (a template without one takes any:
+    the request is what sets a deadline then). None when the body sets none. ``RequestRejected``
+    naming the key otherwise."""
+    if value is None:
+        return None
+    where = f"job request body.{START_BY_KEY}"
+    try:
+        start_by = parse_duration(value)
+    except ValueError as error:
+        raise RequestRejected(
+            f"{where}: {error}; it is how long after the request a job must be running, e.g. "
+            '"2h", or leave it out for the template\'s deadline'
+        ) from None
+    if start_by <= timedelta(0):
+        raise RequestRejected(
+            f'{where}: must be longer than 0s, e.g. "2h"; leave it out for the template\'s deadline'
+        )
+    if template.start_by is not None and start_by > template.start_by:
+        raise RequestRejected(
+            f"{where}: {describe_duration(start_by)} is longer than template "
+            f"{template.name!r}'s start_by ({describe_duration(template.start_by)}): a request "
+            "may shorten the template's deadline, never lengthen it; send "
+            f"{describe_duration(template.start_by)} or less, or leave it out"
+        )
+    return start_by
 
 
 def _requested_template(

@@ -77,9 +77,14 @@ def _start_run(
     """Open the run (create-if-absent) and submit its first attempt; with ``data_wait``, open it
     WAITING_DATA instead: the reconciler starts it once its data is complete."""
     from shared.adapters.ledger import Run, RunStatus
-    from shared.policy import records
+    from shared.policy import deadlines, records
 
     labels = {"run_id": match.run_id, "route": match.route, "template": match.template}
+    template = services.config.templates[match.template]
+    # A redelivery's deadline is computed again but never written: open_run keeps the first.
+    start_deadline = deadlines.start_deadline(
+        deadlines.trigger_time(trigger), services.now(), match.start_by or template.start_by
+    )
     snapshot, created = services.ledger.open_run(
         Run(
             run_id=match.run_id,
@@ -90,6 +95,7 @@ def _start_run(
             params=dict(match.params),
             status=RunStatus.ACCEPTED if data_wait is None else RunStatus.WAITING_DATA,
             data_wait=data_wait,
+            start_deadline=start_deadline,
         )
     )
     log(
@@ -98,13 +104,13 @@ def _start_run(
         "run opened" if created else "run found (redelivery)",
         labels=labels,
         run_key=match.run_key,
+        start_deadline=start_deadline.isoformat() if start_deadline else None,
     )
     if snapshot.run.status is RunStatus.WAITING_DATA:
         # Acknowledged: the run is recorded, and the reconciler (not a redelivery) starts it.
         detail = f"run {match.run_id} waits for its data"
         log(logger, logging.INFO, "run waits for its data", labels=labels)
         return DispatchResult(DispatchOutcome.WAITING_DATA, match.run_id, detail=detail)
-    template = services.config.templates[match.template]
     return _submit(services, snapshot, template, match.params, trigger, labels, 1, 0)
 
 

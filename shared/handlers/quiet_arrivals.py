@@ -149,10 +149,15 @@ def _waiting_run(
     services: Services, trigger: ObjectFinalized, match: routing.RouteMatch, version: int
 ) -> Run:
     from shared.adapters.ledger import Run, RunStatus
-    from shared.policy import records
+    from shared.policy import deadlines, records
 
     dataset = match.dataset
     assert dataset is not None
+    template = services.config.templates.get(match.template)
+    # The deadline runs from the object that opened the version, as the data wait does.
+    start_deadline = deadlines.start_deadline(
+        deadlines.trigger_time(trigger), services.now(), template.start_by if template else None
+    )
     return Run(
         run_id=match.run_id,
         run_key=match.run_key,
@@ -167,6 +172,7 @@ def _waiting_run(
             since=services.now(),
             latest_version=1 if version == 1 else None,
         ),
+        start_deadline=start_deadline,
     )
 
 

@@ -33,9 +33,13 @@ One tick:
      duplicate is not planned again;
    - the queue watchdog: a job QUEUED or PENDING longer than its limit
      (``watchdogs.queue_limit``: the template's ``max_queue``, else a FLEX_START max wait plus
-     ``watchdog_grace``, else 24 h) is alerted once, noted as our ``queue_timeout`` cancel and
-     cancelled; its end is then capacity (the next placement of the chain, as the retry policy
-     says). An intent still without a job after ``STUCK_INTENT_ALERT_AFTER`` is alerted;
+     ``watchdog_grace``, else 24 h; cut to the run's deadline for a job without a max wait of
+     its own) is alerted once, noted as our ``queue_timeout`` cancel and cancelled; its end is
+     then capacity (the next placement of the chain, as the retry policy says; at the deadline
+     no alert here: the decision's ``deadline_missed`` is the one). An intent still without a
+     job after ``STUCK_INTENT_ALERT_AFTER`` is alerted;
+   - a run waiting for a retry or a placement whose deadline (``start_by``) is too close to
+     start by is alerted ``deadline_missed`` once and ended FAILED (``policy.deadlines``);
 
 4. applies the plan, each action isolated: a failing one is counted and retried next tick; a
    List or Cancel call refused with RESOURCE_EXHAUSTED (``vertex.VertexThrottled``)
@@ -95,13 +99,16 @@ from shared.config.durations import age_text
 from shared.handlers import actions, data_checks, duplicates, jobstate
 from shared.handlers.rejections import alert_once
 from shared.logs import log
+from shared.model.alerts import AlertReason
 from shared.model.errors import DispatchError
+from shared.policy import deadlines
 from shared.policy.due_retries import DueRetry
 from shared.policy.duplicates import Duplicates
 from shared.policy.reconcile_pace import VertexPace, next_state, vertex_paused
 from shared.policy.reconcile_plan import (
     Listing,
     ListingKey,
+    MissedDeadline,
     OverdueWait,
     StateChange,
     StuckIntent,
@@ -109,7 +116,7 @@ from shared.policy.reconcile_plan import (
     plan_tick,
 )
 from shared.policy.records import console_url
-from shared.policy.watchdogs import alert_claim, describe_queue_limit
+from shared.policy.watchdogs import QueueLimitSource, alert_claim, describe_queue_limit
 
 if TYPE_CHECKING:
     from cloudevents.abstract import CloudEvent
@@ -166,6 +173,7 @@ class ReconcileReport:
     actions_taken: Mapping[str, int] = field(default_factory=dict)  # by ensure_actions, per kind
     watchdog_cancels: int = 0  # Cancel calls of the queue watchdog
     duplicate_jobs_cancelled: int = 0  # duplicates of an attempt's job, cancelled and noted
+    deadlines_missed: int = 0  # runs waiting past their deadline (start_by), ended FAILED
     alerts_sent: int = 0
     data_waits_checked: int = 0  # runs WAITING_DATA whose data the tick checked
     data_waits: Mapping[str, int] = field(default_factory=dict)  # per DataCheck value
@@ -229,6 +237,8 @@ def reconcile(services: Services, now: datetime) -> ReconcileReport:
         tick.cancel_overdue(read[waited.run_id].run, waited)
     for intent in plan.stuck:
         tick.alert_stuck_intent(read[intent.run_id].run, intent)
+    for missed in plan.missed:
+        tick.end_missed_deadline(read[missed.run_id], missed)
     for extra in plan.duplicates:
         tick.cancel_duplicates(read[extra.run_id].run, extra)
     for snapshot in (*snapshots, *owing):
@@ -262,6 +272,7 @@ def reconcile(services: Services, now: datetime) -> ReconcileReport:
         actions_taken=dict(tick.actions_taken),
         watchdog_cancels=tick.cancels,
         duplicate_jobs_cancelled=tick.duplicates_cancelled,
+        deadlines_missed=tick.deadlines_missed,
         alerts_sent=tick.alerts_sent,
         data_waits_checked=data.checked,
         data_waits=dict(data.results),
@@ -291,6 +302,7 @@ class _Tick:
         self.actions_taken: dict[str, int] = {}
         self.cancels = 0
         self.duplicates_cancelled = 0
+        self.deadlines_missed = 0
         self.alerts_sent = 0
         self.errors: list[str] = []
 
@@ -389,7 +401,9 @@ class _Tick:
         last = run.last_attempt
         if last is None or last.job_name != waited.job_name:
             return  # the listing is of an older attempt's job
-        alerted = self._alert_once(
+        # At the run's deadline the job is cancelled without the watchdog's alert: its end is
+        # decided as the deadline missed, whose one alert names every placement tried.
+        alerted = waited.source is QueueLimitSource.DEADLINE or self._alert_once(
             run,
             WatchdogReason.OVERDUE_WAIT,
             claim=alert_claim(WatchdogReason.OVERDUE_WAIT, f"attempt{last.number}"),
@@ -429,6 +443,42 @@ class _Tick:
             pass  # FAILED_PRECONDITION: it is cancelling or ended already (maybe by the service)
         except DispatchError as error:
             self._failed(f"cancelling {waited.job_name}", error, run.run_id)
+
+    def end_missed_deadline(self, snapshot: RunSnapshot, missed: MissedDeadline) -> None:
+        """A run waiting for a retry or a placement past its deadline: alert ``deadline_missed``
+        (claimed once per run, before the end: an ended run is read by no later tick), then end
+        it FAILED, only if it did not move since the tick read it (``Ledger.fail_waiting``: a
+        retry dispatch claimed meanwhile wins, and its walk ends the run the same way)."""
+        run = snapshot.run
+        template = run.template
+        last = run.last_attempt
+        try:
+            alert_once(
+                self.services.ledger,
+                run,
+                config=self.config,
+                trigger=run.run_key,
+                reason=AlertReason.DEADLINE_MISSED,
+                message=deadlines.missed_message(
+                    run, template, "it is still waiting for a retry or a placement"
+                ),
+                what_to_do=deadlines.missed_what_to_do(run, template),
+                attempt=last.number if last else 0,
+            )
+            self.services.ledger.fail_waiting(snapshot)
+        except LedgerConflict:
+            return  # the run moved on: dispatch's walk decides on it as it is now
+        except DispatchError as error:
+            self._failed(f"ending run {run.run_id} past its deadline", error, run.run_id)
+            return
+        self.deadlines_missed += 1
+        log(
+            logger,
+            logging.ERROR,
+            "run past its deadline while waiting; run failed",
+            labels={"run_id": run.run_id},
+            start_deadline=missed.deadline.isoformat(),
+        )
 
     def cancel_duplicates(self, run: Run, extra: Duplicates) -> None:
         """Cancel the duplicates of an attempt's job, alert once, note them (all idempotent:

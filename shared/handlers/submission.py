@@ -29,8 +29,11 @@ labels, is never taken for the attempt's job):
 
 The walk follows the run's order: the chain as written, or for ``placement_order: learned`` the
 order its first walk chose from the placements' history and recorded with the claim
-(``handlers.placement_orders``; docs/architecture.md, "Learned placement order"). It tries
-placements cooling down after a capacity failure after the others
+(``handlers.placement_orders``; docs/architecture.md, "Learned placement order").
+A run with a deadline (``start_by``; ``policy.deadlines``) walks only while it can still start
+by it (else it ends FAILED with one ``deadline_missed`` alert: ``walk_ends.deadline_missed``), and
+each FLEX_START job's max wait is cut to end at the deadline, the cut wait recorded with the
+intent. The walk tries placements cooling down after a capacity failure after the others
 (``policy.cooldown``; docs/architecture.md, "Placement cooldown"), and records every placement it
 passes over on the attempt (``Attempt.skips``). What it carries is ``handlers.walk``'s; how a walk
 that creates no job ends (rejected, failed, waiting) is ``handlers.walk_ends``'.
@@ -50,7 +53,7 @@ from shared.adapters.ledger import (
     Attempt,
     RunSnapshot,
 )
-from shared.config.model import FailureClass, Placement, PlacementOrder
+from shared.config.model import FailureClass, FlexStartPlacement, Placement, PlacementOrder
 from shared.handlers import cooldowns, duplicates, placement_orders, walk_ends
 from shared.handlers.walk import Submission, Walk
 from shared.logs import log
@@ -59,7 +62,7 @@ from shared.model.alerts import AlertReason
 from shared.model.errors import InvalidJobSpec, TransientError
 from shared.model.results import DispatchOutcome, DispatchResult
 from shared.model.runs import SkipClass
-from shared.policy import jobspec
+from shared.policy import deadlines, jobspec
 from shared.policy.cooldown import (
     cooldown_of,
     cooling,
@@ -161,9 +164,16 @@ def _walk_placements(
     ``retry_on`` retries that class, is skipped: recorded, and the intent moves on to the next
     placement by compare-and-set before that one's create."""
     walk = Walk(snapshot, attempt_number, submission.now)
+    deadline = deadlines.deadline_of(snapshot.run)
+    if deadlines.too_late(deadline, submission.now()):
+        return walk_ends.deadline_missed(submission, walk, "its deadline has come")
     run_order, first = _run_order(submission, walk, first_placement)
     indices = walk_indices(submission.template, first, snapshot.run.attempts, run_order)
     order = _walk_order(submission, walk, indices)
+
+    def cut_to_deadline(placement: Placement) -> Placement:
+        return deadlines.cut_placement(placement, deadline, submission.now())
+
     chain = check_chain(
         submission.config,
         submission.template,
@@ -173,6 +183,7 @@ def _walk_placements(
         indices=order,
         read_resource=vertex.get_persistent_resource,
         read_reservation=compute.get_reservation,
+        adjust=cut_to_deadline if deadline is not None else None,
     )
     for check in chain:
         walk.reach(check.index)
@@ -195,7 +206,7 @@ def _walk_placements(
                 violations=[str(v) for v in violations],
             )
             continue
-        result = _claim_and_create(submission, walk, placement, check.rendered)
+        result = _claim_and_create(submission, walk, placement, check.rendered, check.adjusted)
         if result is not None:
             return result
     return walk_ends.no_placement(submission, walk)
@@ -277,10 +288,12 @@ def _claim_and_create(
     walk: Walk,
     placement: Placement,
     rendered: jobspec.RenderedJob,
+    adjusted: Placement | None = None,
 ) -> DispatchResult | None:
     """Claim the attempt on ``placement`` (or move this delivery's intent there), then create.
     None when the service refused the create for a reason of the placement's and the walk goes
-    on (``_placement_refused``)."""
+    on (``_placement_refused``). ``adjusted``: the placement the job was rendered for, when the
+    run's deadline cut its max wait (recorded with the intent, ``records.placement_record``)."""
     ledger, run_id, attempt_number = (
         submission.ledger,
         walk.snapshot.run.run_id,
@@ -288,7 +301,12 @@ def _claim_and_create(
     )
     intent = Attempt(
         number=attempt_number,
-        placement=placement_record(placement),
+        placement=placement_record(
+            placement,
+            deadline_max_wait=(
+                adjusted.max_wait if isinstance(adjusted, FlexStartPlacement) else None
+            ),
+        ),
         region=rendered.region,
         parent=rendered.parent,
         intent_at=submission.now(),
@@ -339,6 +357,14 @@ def _claim_and_create(
         placement_kind=placement_kind(intent.placement),
         region=rendered.region,
         job_kind=rendered.kind.value,
+        start_deadline=(
+            walk.snapshot.run.start_deadline.isoformat()
+            if walk.snapshot.run.start_deadline
+            else None
+        ),
+        deadline_max_wait=(
+            adjusted.max_wait.total_seconds() if isinstance(adjusted, FlexStartPlacement) else None
+        ),
     )
     return DispatchResult(DispatchOutcome.SUBMITTED, run_id, job.name)
 

@@ -1,7 +1,8 @@
 """How a walk along the placement chain ends when it creates no job: the run rejected (the job
 breaks a rule, or no placement can ever take it), failed (the service refused the job, or a
 refusal ``retry_on`` does not retry), or waiting for a retry because no placement can take it now
-(with the no-placement watchdog's alerts, and its give-up). Each records what the walk saw on the
+(with the no-placement watchdog's alerts, and its give-up), or failed because it cannot start by
+the run's deadline (``deadline_missed``). Each records what the walk saw on the
 attempt or the run, and alerts once with every placement tried (docs/architecture.md,
 "Create-time refusals move along the chain", "Watchdogs").
 """
@@ -20,7 +21,7 @@ from shared.logs import log
 from shared.model.alerts import AlertReason
 from shared.model.results import DispatchOutcome, DispatchResult
 from shared.model.runs import SkipClass
-from shared.policy import jobspec
+from shared.policy import deadlines, jobspec
 from shared.policy.machines import draws_preemptible_quota, preemptible_quota_metric
 from shared.policy.placement_order import start_of_order
 from shared.policy.records import describe_placement
@@ -200,6 +201,15 @@ def no_placement(submission: Submission, walk: Walk) -> DispatchResult:
         placement_index=start_of_order(run, submission.template),
         reason="no placement could take the job",
     )
+    if deadlines.too_late(deadlines.deadline_of(run), next_retry.at):
+        walk.snapshot = snapshot
+        return deadline_missed(
+            submission,
+            walk,
+            "no placement can take the job now, and the next try "
+            f"({next_retry.at.isoformat()}) would be too late",
+            refusal_recorded=True,
+        )
     # The walk's skips go on the run when it claimed no attempt (else they are the attempt's).
     skips = () if walk.claimed else walk.recorded_skips()
     snapshot = submission.ledger.wait_for_retry(snapshot, next_retry, since, skips)  # or conflict
@@ -237,6 +247,49 @@ def no_placement(submission: Submission, walk: Walk) -> DispatchResult:
         waited_s=int(due.waited.total_seconds()),
     )
     return DispatchResult(DispatchOutcome.WAITING, run.run_id, detail=reasons)
+
+
+def deadline_missed(
+    submission: Submission, walk: Walk, why: str, *, refusal_recorded: bool = False
+) -> DispatchResult:
+    """The run cannot have a job running by its deadline (``policy.deadlines.too_late``): it
+    ends FAILED with one ``deadline_missed`` alert naming every placement its attempts tried and
+    this walk passed over, and why. No job is created: one created now would start too late.
+
+    The walk's own refusals are recorded first when it claimed the attempt (as for any walk that
+    created no job; ``refusal_recorded``: the caller did), so the run's record says what was
+    tried."""
+    snapshot, attempt_number = walk.snapshot, walk.attempt_number
+    if walk.claimed and walk.last_refusal is not None and not refusal_recorded:
+        snapshot = submission.ledger.record_refused_create(
+            snapshot, attempt_number, walk.last_refusal, walk.recorded_skips()
+        )
+    run = snapshot.run
+    recorded = set(deadlines.tried_lines(run))
+    message = deadlines.missed_message(run, submission.template.name, why)
+    fresh = [line for line in walk.lines if line not in recorded and not walk.claimed]
+    if fresh:
+        message += "\nThis try's placements:\n" + "\n".join(fresh)
+    finish_run(
+        submission.ledger,
+        snapshot,
+        RunStatus.FAILED,
+        config=submission.config,
+        trigger=submission.trigger,
+        reason=AlertReason.DEADLINE_MISSED,
+        message=message,
+        what_to_do=deadlines.missed_what_to_do(run, submission.template.name),
+        attempt=attempt_number,
+    )
+    log(
+        logger,
+        logging.ERROR,
+        "run cannot start by its deadline; run failed",
+        labels=submission.labels,
+        start_deadline=deadlines.describe_deadline(run),
+        why=why,
+    )
+    return DispatchResult(DispatchOutcome.REJECTED, run.run_id, detail=why)
 
 
 def _unsuitable_everywhere(submission: Submission, walk: Walk) -> DispatchResult:

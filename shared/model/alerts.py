@@ -59,6 +59,7 @@ class AlertReason(enum.StrEnum):
     TEMPLATE_GONE = "template_gone"  # a job of a run whose template left the config failed
     DATA_TIMEOUT = "data_timeout"  # the run's data was not complete within data_timeout
     ROUTE_GONE = "route_gone"  # a run waiting for a quiet dataset whose route left the config
+    DEADLINE_MISSED = "deadline_missed"  # the run could not have a job running by its start_by
 
 
 @dataclass(frozen=True)

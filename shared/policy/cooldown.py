@@ -40,7 +40,7 @@ from shared.config.model import (
 from shared.config.placements import kind_of
 from shared.model.cooldowns import Cooldown
 from shared.model.runs import Attempt, SkipClass
-from shared.policy.records import placement_record
+from shared.policy.records import chain_record, placement_record
 
 KEY_SEPARATOR = "|"  # in none of a kind, a region, a machine type, a resource id or a name
 
@@ -157,7 +157,7 @@ def untried_passed_over(template: Template, attempts: Sequence[Attempt]) -> tupl
     tried: list[Mapping[str, Any]] = []
     deferred: list[Mapping[str, Any]] = []
     for attempt in attempts:
-        tried.append(dict(attempt.placement))
+        tried.append(chain_record(attempt.placement))
         for skip in attempt.skips:
             (deferred if skip.skip_class == SkipClass.COOLDOWN else tried).append(
                 dict(skip.placement)

@@ -23,7 +23,10 @@ The rules (docs/architecture.md, "Peers we learned from": Kueue and SkyPilot):
   preemptible metric of the job's GPU); INVALID_SPEC (not listed) → FAILED (not REJECTED: a job
   was submitted), alert ``invalid_spec`` with the rule the service named, or ``permission``;
 - every retry needs an attempt left: ``attempts`` bounds all attempts of a run, fallbacks
-  included; when none is left → FAILED, alert ``retries_exhausted``.
+  included; when none is left → FAILED, alert ``retries_exhausted``;
+- a retry or fallback of a run with a deadline (``start_by``, none of its jobs started yet) that
+  cannot start before it (``deadlines.too_late`` at the retry's time) → FAILED, alert
+  ``deadline_missed`` naming every placement tried.
 """
 
 from __future__ import annotations
@@ -46,11 +49,12 @@ from shared.config.model import (
 from shared.model.alerts import AlertReason, Severity
 from shared.model.errors import PermanentError
 from shared.model.runs import Attempt, InvalidTransition, RetryPlan, Run, RunStatus
+from shared.policy import deadlines
 from shared.policy.classify import PERMISSION_CODES, Classification, quota_metric
 from shared.policy.cooldown import untried_passed_over
 from shared.policy.machines import draws_preemptible_quota, preemptible_quota_metric
 from shared.policy.placement_order import recorded_order
-from shared.policy.records import describe_placement, placement_record
+from shared.policy.records import chain_record, describe_placement, placement_record
 
 EXPLANATION_CHARS: Final = 300
 
@@ -114,7 +118,7 @@ class Decision:
 
 def placement_index(template: Template, attempt: Attempt) -> int:
     """Where ``attempt``'s placement is in ``template``'s chain; ``PlacementNotInChain`` if gone."""
-    recorded = dict(attempt.placement)
+    recorded = chain_record(attempt.placement)
     for index, placement in enumerate(template.placements):
         if placement_record(placement) == recorded:
             return index
@@ -210,6 +214,9 @@ def _retry(
 ) -> Decision:
     policy = template.retry
     move = MOVE_BY_CLASS[failure]
+    deadline = deadlines.deadline_of(run, failure.value)
+    if deadlines.too_late(deadline, now):
+        return _deadline_missed(run, template, classification, "its deadline has come")
     next_index = _next_placement(run, template, index)
     if move is Move.NEXT_PLACEMENT and next_index is None:
         return _chain_exhausted(run, template, classification)
@@ -231,6 +238,13 @@ def _retry(
     else:
         plan = RetryPlan(now, next_number, index, failure.value)
         why = f"retry placement {index} at once (user failure {used} of {policy.user_failures})"
+    if deadlines.too_late(deadline, plan.at):
+        return _deadline_missed(
+            run,
+            template,
+            classification,
+            f"its next try ({why}) would come at {plan.at.isoformat()}, too late to start by it",
+        )
     return Decision(
         RunStatus.WAITING_RETRY,
         retry=plan,
@@ -247,7 +261,7 @@ def _next_placement(run: Run, template: Template, index: int) -> int | None:
     further down the chain first, or moved past one: ``policy.cooldown.untried_passed_over``),
     else None: the chain is exhausted."""
     order = recorded_order(run, template) or tuple(range(len(template.placements)))
-    ran = [dict(attempt.placement) for attempt in run.attempts]
+    ran = [chain_record(attempt.placement) for attempt in run.attempts]
     after = order.index(index) + 1 if index in order else len(order)
     for later in order[after:]:
         if placement_record(template.placements[later]) not in ran:
@@ -364,6 +378,27 @@ def _chain_exhausted(run: Run, template: Template, classification: Classificatio
         f"add a placement to template {template.name!r} (another region, another GPU, or a "
         f"FLEX_START placement with a longer max_wait), or retry when capacity returns: "
         f"`vertex-dispatch retry {run.run_id}`",
+    )
+
+
+def _deadline_missed(
+    run: Run, template: Template, classification: Classification, why: str
+) -> Decision:
+    """No retry or fallback of ``run`` can have a job running by its deadline: FAILED, with one
+    ``deadline_missed`` alert naming every placement tried (``policy.deadlines``)."""
+    return _failed(
+        AlertReason.DEADLINE_MISSED,
+        deadlines.missed_message(
+            run,
+            template.name,
+            f"its last job {classification.summary}, and {why}",
+            last_ended=(
+                f"{classification.failure.value}: {classification.message}"
+                if classification.failure
+                else classification.summary
+            ),
+        ),
+        deadlines.missed_what_to_do(run, template.name),
     )
 
 

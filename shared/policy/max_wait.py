@@ -13,6 +13,7 @@ from datetime import timedelta
 from shared.aiplatform import CustomJob, Scheduling
 from shared.config.durations import parse_duration
 from shared.model.runs import Attempt
+from shared.policy.records import DEADLINE_MAX_WAIT_KEY
 from shared.policy.timing import FLEX_START_DEFAULT_MAX_WAIT
 
 # The recorded kinds (shared.config.placements.PLACEMENT_KINDS) that have no max wait of their own:
@@ -45,7 +46,8 @@ def flex_start_max_wait(job: CustomJob, attempt: Attempt | None = None) -> timed
 def _recorded_max_wait(attempt: Attempt | None) -> tuple[bool, timedelta | None]:
     """(whether the ledger says, the max wait) of ``attempt``'s recorded placement
     (``shared.policy.records.placement_record``: ``{"flex_start": {"max_wait": "7200s", ...}}``,
-    ``{"persistent_resource": ...}``, ``{"spot": {...}}``, ...); the max wait is None when it waits
+    ``{"persistent_resource": ...}``, ``{"spot": {...}}``, ...; a deadline's cut wait,
+    ``deadline_max_wait``, before the chain's ``max_wait``); the max wait is None when it waits
     forever ("0s") or the placement is not FLEX_START."""
     placement = attempt.placement if attempt is not None else None
     if not placement:
@@ -55,8 +57,10 @@ def _recorded_max_wait(attempt: Attempt | None) -> tuple[bool, timedelta | None]
     flex = placement.get("flex_start")
     if not isinstance(flex, Mapping) or "max_wait" not in flex:
         return False, None
+    # The wait the job was created with: the run's deadline may have cut the chain's.
+    written = flex.get(DEADLINE_MAX_WAIT_KEY, flex["max_wait"])
     try:
-        max_wait = parse_duration(flex["max_wait"])
+        max_wait = parse_duration(written)
     except ValueError:
         return False, None
     return True, (max_wait if max_wait > timedelta(0) else None)  # 0 waits forever

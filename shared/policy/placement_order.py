@@ -40,7 +40,7 @@ from shared.config.durations import describe_duration
 from shared.config.model import Template
 from shared.model.runs import Attempt, Run, SkipClass
 from shared.policy.cooldown import KEY_SEPARATOR, placement_key
-from shared.policy.records import placement_kind, placement_record
+from shared.policy.records import chain_record, placement_kind, placement_record
 from shared.policy.run_history import created_at, outcome_class, time_to_start
 
 LEARNING_WINDOW: Final = timedelta(days=7)
@@ -302,4 +302,5 @@ def _whole_seconds(length: timedelta) -> timedelta:
 
 
 def _record_text(record: Mapping[str, object]) -> str:
-    return json.dumps(record, sort_keys=True, default=str)
+    # chain_record: an attempt whose max wait a deadline cut is still its chain placement's.
+    return json.dumps(chain_record(record), sort_keys=True, default=str)

@@ -4,7 +4,8 @@ Pure functions over runs, templates and listed jobs (each a ``CustomJob`` view, 
 kind: ``policy.job_views``); ``shared.handlers.reconcile`` reads the inputs and applies the plan.
 Kept apart so that every rule of a tick (which states are unrecorded, which runs need a retry
 message, which jobs stayed queued past their limit, which intents are stuck, which jobs duplicate
-an attempt's recorded job) is tested as a table of cases without a server.
+an attempt's recorded job, which waiting runs missed their deadline) is tested as a table of
+cases without a server.
 
 A tick lists every kind of job it watches: one listing per (parent, kind) of the recorded jobs
 (``ListCustomJobs``, ``ListHyperparameterTuningJobs``, ``ListTrainingPipelines``; each takes the
@@ -24,7 +25,7 @@ from shared.config.model import Template
 from shared.model.job_kinds import JobKind, kind_of_job_name
 from shared.model.jobstates import WAITING_STATES, is_terminal
 from shared.model.runs import LIVE_STATUSES, Attempt, Run, RunStatus, is_older_news
-from shared.policy import jobspec
+from shared.policy import deadlines, jobspec
 from shared.policy.due_retries import DueRetry, RetryCause, due_retry
 from shared.policy.duplicates import Duplicates, FoundJob, sort_out
 from shared.policy.timing import (
@@ -84,6 +85,15 @@ class StuckIntent:
 
 
 @dataclass(frozen=True)
+class MissedDeadline:
+    """A run waiting for a retry (or for a placement) whose deadline (``start_by``) is too close
+    to start a job by (``deadlines.too_late``): alert ``deadline_missed`` once, end it FAILED."""
+
+    run_id: str
+    deadline: datetime
+
+
+@dataclass(frozen=True)
 class TickPlan:
     """Everything one tick owes the ledger, computed from the runs and the listed jobs."""
 
@@ -93,6 +103,7 @@ class TickPlan:
     stuck: tuple[StuckIntent, ...] = ()
     unlisted: tuple[str, ...] = ()  # recorded jobs the listing did not return
     duplicates: tuple[Duplicates, ...] = ()  # listed jobs of an attempt recording another job
+    missed: tuple[MissedDeadline, ...] = ()  # waiting runs past their deadline: end them
 
 
 def list_filter(since: datetime, until: datetime | None = None) -> str:
@@ -189,8 +200,13 @@ def plan_tick(
     unlisted: list[str] = []
     duplicates: list[Duplicates] = []
     by_attempt = _by_attempt(jobs.values())
+    missed: list[MissedDeadline] = []
     for run in runs:
         duplicates += _duplicates(run, by_attempt)
+        if _missed_deadline(run, now):
+            assert run.start_deadline is not None  # deadlines.binds said so
+            missed.append(MissedDeadline(run.run_id, run.start_deadline))
+            continue  # no retry is published for it: the run ends
         retry = due_retry(run, templates.get(run.template), now)
         # A planned retry is the owed actions' to publish (the tick runs them on every run).
         if retry is not None and retry.cause is not RetryCause.PLANNED:
@@ -217,7 +233,9 @@ def plan_tick(
         if _changed(run, job):
             changes.append(StateChange(run.run_id, job.name, job.state.name))
         template = templates.get(run.template)
-        waited_too_long = _overdue_wait(run.run_id, job, last, template, now, grace)
+        waited_too_long = _overdue_wait(
+            run.run_id, job, last, template, now, grace, deadlines.deadline_of(run)
+        )
         if waited_too_long is not None:
             overdue.append(waited_too_long)
     return TickPlan(
@@ -227,6 +245,17 @@ def plan_tick(
         tuple(stuck),
         tuple(unlisted),
         tuple(duplicates),
+        tuple(missed),
+    )
+
+
+def _missed_deadline(run: Run, now: datetime) -> bool:
+    """A run waiting for a retry or a placement (no job of it exists now) whose deadline is
+    too close to start one by: waiting longer cannot meet it."""
+    return (
+        run.status is RunStatus.WAITING_RETRY
+        and deadlines.binds(run)
+        and deadlines.too_late(run.start_deadline, now)
     )
 
 
@@ -280,11 +309,12 @@ def _overdue_wait(
     template: Template | None,
     now: datetime,
     grace: timedelta,
+    deadline: datetime | None = None,
 ) -> OverdueWait | None:
     if job.state.name not in WAITING_STATES or job.create_time is None:
         return None
     waited = now - job.create_time
-    limit = queue_limit(template, job, attempt, grace)
+    limit = queue_limit(template, job, attempt, grace, deadline)
     if waited <= limit.limit:
         return None
     return OverdueWait(run_id, job.name, job.state.name, waited, limit.limit, limit.source)

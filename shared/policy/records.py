@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from datetime import timedelta
 from typing import Any
 
 from shared.config.durations import rest_duration
@@ -75,12 +76,22 @@ def describe_trigger(trigger: Trigger) -> str:
     raise TypeError(f"not a trigger: {type(trigger).__name__}")
 
 
-def placement_record(placement: Placement) -> dict[str, Any]:
+DEADLINE_MAX_WAIT_KEY = "deadline_max_wait"
+"""In a FLEX_START placement record: the max wait the job was created with when the run's
+deadline cut the placement's own (``policy.deadlines``). The record keeps ``max_wait`` as the
+chain has it, so that it still names its placement (``chain_record``)."""
+
+
+def placement_record(
+    placement: Placement, *, deadline_max_wait: timedelta | None = None
+) -> dict[str, Any]:
     """A placement as a plain map, as the ledger and alerts show it.
 
     One key per kind (``PLACEMENT_KINDS``), holding what the config set; a spot, on-demand or
     reservation placement with nothing set is an empty map (``{"spot": {}}``). A reservation's
-    region is always set (the zone's, see ``ReservationPlacement``), so it is recorded.
+    region is always set (the zone's, see ``ReservationPlacement``), so it is recorded. A
+    FLEX_START placement whose wait a deadline cut also records the cut wait
+    (``DEADLINE_MAX_WAIT_KEY``).
     """
     if isinstance(placement, PersistentResourcePlacement):
         record: dict[str, Any] = {"persistent_resource": placement.resource_id}
@@ -90,6 +101,8 @@ def placement_record(placement: Placement) -> dict[str, Any]:
     fields: dict[str, Any] = {}
     if isinstance(placement, FlexStartPlacement):
         fields["max_wait"] = rest_duration(placement.max_wait)
+        if deadline_max_wait is not None:
+            fields[DEADLINE_MAX_WAIT_KEY] = rest_duration(deadline_max_wait)
     if isinstance(placement, ReservationPlacement) and placement.name:
         fields["name"] = placement.name
     if placement.region:
@@ -97,6 +110,17 @@ def placement_record(placement: Placement) -> dict[str, Any]:
     if placement.machine:
         fields["machine"] = dataclasses.asdict(placement.machine)
     return {_KIND_KEYS[type(placement)]: fields}
+
+
+def chain_record(record: Mapping[str, Any]) -> dict[str, Any]:
+    """A recorded placement as its chain's ``placement_record`` has it: without the wait a
+    deadline cut (``DEADLINE_MAX_WAIT_KEY``), so that an attempt's placement is found in the
+    chain however long its job was let wait."""
+    plain = dict(record)
+    flex = plain.get("flex_start")
+    if isinstance(flex, Mapping) and DEADLINE_MAX_WAIT_KEY in flex:
+        plain["flex_start"] = {k: v for k, v in flex.items() if k != DEADLINE_MAX_WAIT_KEY}
+    return plain
 
 
 _KIND_KEYS: dict[type, str] = {

@@ -21,6 +21,14 @@ def created_at(attempt: Attempt) -> datetime | None:
     return next((event.at for event in attempt.events if event.state == CREATED_EVENT), None)
 
 
+def started(attempt: Attempt) -> bool:
+    """Whether the attempt's job was ever seen RUNNING: its start time is recorded, or its
+    history holds a RUNNING event."""
+    return attempt.started_at is not None or any(
+        event.state == JobStateName.RUNNING for event in attempt.events
+    )
+
+
 def time_to_start(attempt: Attempt) -> timedelta | None:
     """How long the attempt's job waited for machines: from its create to RUNNING. None when it
     never started (still waiting, or ended before starting) or its times are not recorded."""

@@ -78,3 +78,11 @@ dispatch's creates and the hints' reads instead of spending it on calls that wou
 VERTEX_THROTTLE_PAUSE_MAX = timedelta(minutes=15)
 """The longest such pause: past it, a throttle that lasts (another workload on the project's
 quota) is tried again every 15 minutes, each try one call, while hints keep recording states."""
+
+# Deadlines (``start_by``)
+DEADLINE_MIN_USEFUL_WAIT = timedelta(minutes=10)
+"""A run whose deadline is less than this away is not tried again: it has missed its deadline
+(``policy.deadlines.too_late``). A create, its job's provisioning (minutes even on demand) and
+the reconcile tick that sees it RUNNING take about this long, so a FLEX_START wait cut shorter
+would expire before Dynamic Workload Scheduler could place it, and any other job would start past
+the deadline anyway. The deadline-missed alert then comes now, not after a wait bound to fail."""

@@ -7,6 +7,8 @@ Pure, so that each rule is a table of cases (docs/architecture.md, "Watchdogs"):
   every placement of its chain); otherwise, for a FLEX_START placement that bounds its wait, the
   max wait plus ``watchdog_grace`` (Vertex AI should have ended the job by then); otherwise (a
   persistent resource's queue, FLEX_START with ``max_wait: 0``) ``DEFAULT_MAX_QUEUE``, 24 h.
+  A job without a max wait of its own is held to the run's deadline (``start_by``) when that
+  comes first (``policy.deadlines``).
 - ``no_placement_due``: for a run that has waited since ``no_placement_since`` for a placement
   that can take it, whether to alert now (after ``no_placement_alert``, then once in each
   following day) and whether to give up (after ``no_placement_give_up``).
@@ -26,6 +28,7 @@ from typing import Final
 from shared.aiplatform import CustomJob
 from shared.config.model import DEFAULT_MAX_QUEUE, Config, Template
 from shared.model.runs import Attempt
+from shared.policy.deadlines import deadline_queue_limit
 from shared.policy.max_wait import flex_start_max_wait
 
 NO_PLACEMENT_REALERT_EVERY: Final = timedelta(days=1)
@@ -38,6 +41,7 @@ class QueueLimitSource(enum.StrEnum):
     MAX_QUEUE = "max_queue"  # the template's max_queue
     MAX_WAIT = "max_wait"  # the FLEX_START max wait plus watchdog_grace
     DEFAULT = "default"  # no max wait of its own: DEFAULT_MAX_QUEUE
+    DEADLINE = "deadline"  # no max wait of its own, and the run's start_by comes first
 
 
 @dataclass(frozen=True)
@@ -49,16 +53,32 @@ class QueueLimit:
 
 
 def queue_limit(
-    template: Template | None, job: CustomJob, attempt: Attempt | None, grace: timedelta
+    template: Template | None,
+    job: CustomJob,
+    attempt: Attempt | None,
+    grace: timedelta,
+    deadline: datetime | None = None,
 ) -> QueueLimit:
     """How long ``job`` (the job of ``attempt``, a run of ``template`` as the config has it now;
-    None when it left the config) may stay QUEUED or PENDING; see the module docstring."""
-    if template is not None and template.max_queue is not None:
-        return QueueLimit(template.max_queue, QueueLimitSource.MAX_QUEUE)
+    None when it left the config) may stay QUEUED or PENDING; see the module docstring.
+
+    ``deadline`` (the run's, while it binds: ``deadlines.deadline_of``) cuts the limit of a job
+    without a max wait of its own to end at the deadline (``deadlines.deadline_queue_limit``,
+    measured from the job's create_time); a FLEX_START job's max wait was cut when it was
+    created, and the service ends it there."""
     max_wait = flex_start_max_wait(job, attempt)
-    if max_wait is not None:
+    if template is not None and template.max_queue is not None:
+        limit = QueueLimit(template.max_queue, QueueLimitSource.MAX_QUEUE)
+    elif max_wait is not None:
         return QueueLimit(max_wait + grace, QueueLimitSource.MAX_WAIT)
-    return QueueLimit(DEFAULT_MAX_QUEUE, QueueLimitSource.DEFAULT)
+    else:
+        limit = QueueLimit(DEFAULT_MAX_QUEUE, QueueLimitSource.DEFAULT)
+    created = job.create_time if job.create_time and job.create_time.timestamp() > 0 else None
+    if max_wait is None and created is not None:
+        cut = deadline_queue_limit(limit.limit, deadline, created)
+        if cut is not None:
+            return QueueLimit(cut, QueueLimitSource.DEADLINE)
+    return limit
 
 
 def describe_queue_limit(source: QueueLimitSource) -> str:
@@ -69,6 +89,8 @@ def describe_queue_limit(source: QueueLimitSource) -> str:
         "should have ended it by then)",
         QueueLimitSource.DEFAULT: "the default max_queue of a placement without a max wait of "
         "its own (set max_queue on the template to change it)",
+        QueueLimitSource.DEADLINE: "the run's deadline (start_by): a job not running by then "
+        "is cancelled, and the run ends with a deadline_missed alert",
     }[source]
 
 

@@ -33,6 +33,9 @@ from shared.validation.violations import Rule, Violation, ViolationKind, verdict
 ResourceReader = Callable[[str], PersistentResource | None]
 """Reads a persistent resource by name (None: it does not exist)."""
 
+PlacementAdjust = Callable[[Placement], Placement]
+"""The placement a job is rendered for, given the chain's (``check_chain``'s ``adjust``)."""
+
 ReservationReader = Callable[[str], Reservation | None]
 """Reads a Compute Engine reservation by name, ``projects/P/zones/Z/reservations/N`` (None: it
 does not exist)."""
@@ -47,6 +50,9 @@ class PlacementCheck:
     rendered: jobspec.RenderedJob | None  # None when the template did not render
     violations: tuple[Violation, ...]
     render_error: str | None = None  # why the template did not render (an invalid spec)
+    # The placement the job was rendered for when ``adjust`` changed it (a FLEX_START max wait
+    # cut to the run's deadline); None: ``placement`` itself.
+    adjusted: Placement | None = None
 
     @property
     def verdict(self) -> ViolationKind | None:
@@ -64,11 +70,14 @@ def check_chain(
     indices: Sequence[int] | None = None,
     read_resource: ResourceReader | None = None,
     read_reservation: ReservationReader | None = None,
+    adjust: PlacementAdjust | None = None,
 ) -> Iterator[PlacementCheck]:
     """Each placement of ``template``'s chain at ``indices`` (all by default), in order.
 
     ``read_resource`` reads a persistent resource and ``read_reservation`` a named reservation
-    for the live rules; None checks those placements offline only.
+    for the live rules; None checks those placements offline only. ``adjust`` gives the
+    placement a job is rendered for when it differs from the chain's (dispatch: a max wait cut
+    to the run's deadline, ``policy.deadlines.cut_placement``), called as each is reached.
     """
     for index in indices if indices is not None else range(len(template.placements)):
         yield check_placement(
@@ -80,6 +89,7 @@ def check_chain(
             attempt=attempt,
             read_resource=read_resource,
             read_reservation=read_reservation,
+            adjust=adjust,
         )
 
 
@@ -93,9 +103,13 @@ def check_placement(
     attempt: int,
     read_resource: ResourceReader | None = None,
     read_reservation: ReservationReader | None = None,
+    adjust: PlacementAdjust | None = None,
 ) -> PlacementCheck:
-    """Render attempt ``attempt`` of run ``run_id`` on placement ``index`` and validate it."""
-    placement = template.placements[index]
+    """Render attempt ``attempt`` of run ``run_id`` on placement ``index`` (as ``adjust`` gives
+    it, when given) and validate it."""
+    chain_placement = template.placements[index]
+    placement = adjust(chain_placement) if adjust is not None else chain_placement
+    adjusted = placement if placement != chain_placement else None
     try:
         rendered = jobspec.render_job(
             template,
@@ -108,7 +122,9 @@ def check_placement(
         )
     except InvalidJobSpec as error:
         violation = Violation("jobSpec", Rule.JOB_SPEC, str(error))
-        return PlacementCheck(index, placement, None, (violation,), render_error=str(error))
+        return PlacementCheck(
+            index, chain_placement, None, (violation,), render_error=str(error), adjusted=adjusted
+        )
     job, region, guards = rendered.custom_job, rendered.region, config.guards
     tuning, pipeline = template.hyperparameter_tuning, template.training_pipeline
     if isinstance(placement, PersistentResourcePlacement) and read_resource is not None:
@@ -135,4 +151,4 @@ def check_placement(
         violations = validate_spec(
             job, placement, guards, region=region, tuning=tuning, pipeline=pipeline
         )
-    return PlacementCheck(index, placement, rendered, tuple(violations))
+    return PlacementCheck(index, chain_placement, rendered, tuple(violations), adjusted=adjusted)

@@ -348,6 +348,10 @@ POOL = f"{T}.worker_pools[0]"
         (f"{T}.placement_order", "fastest", f"{T}.placement_order", "learned"),
         (f"{T}.placement_order", "fastest", f"{T}.placement_order", "as_written"),
         (f"{T}.placement_order", 1, f"{T}.placement_order", "not a placement order"),
+        (f"{T}.start_by", "by dawn", f"{T}.start_by", "not a duration"),
+        (f"{T}.start_by", "-6h", f"{T}.start_by", "not a duration"),
+        (f"{T}.start_by", -60, f"{T}.start_by", "cannot be negative"),
+        (f"{T}.start_by", "0s", f"{T}.start_by", "longer than 0s"),
     ],
 )
 def test_each_broken_rule_is_reported_at_its_key_path(
@@ -386,6 +390,12 @@ def test_placement_order_loads_as_written_by_default_and_learned_when_asked() ->
     assert parse(base_config()).templates["resnet"].placement_order is PlacementOrder.AS_WRITTEN
     learned = parse(with_value(base_config(), f"{T}.placement_order", "learned"))
     assert learned.templates["resnet"].placement_order is PlacementOrder.LEARNED
+
+
+def test_start_by_loads_and_defaults_to_no_deadline() -> None:
+    assert parse(base_config()).templates["resnet"].start_by is None
+    loaded = parse(with_value(base_config(), f"{T}.start_by", "6h"))
+    assert loaded.templates["resnet"].start_by == timedelta(hours=6)
 
 
 def test_the_cooldown_loads_with_its_default_and_a_templates_own() -> None:
