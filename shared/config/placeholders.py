@@ -23,7 +23,10 @@ PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 PARAM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 PARAM_NAME_RULE = "letters, digits and _, not starting with a digit, at most 63 characters"
 
-RENDER_FIELDS = frozenset({"run_id", "attempt", "template", "project", "region"})
+# ``previous_output``: the output directory of the run's latest earlier attempt whose job started
+# (the directory a trainer resumes from, also in the job's env VERTEX_DISPATCH_PREVIOUS_OUTPUT);
+# empty on a first attempt, or when no earlier attempt's job ever ran (docs/configuration.md).
+RENDER_FIELDS = frozenset({"run_id", "attempt", "template", "project", "region", "previous_output"})
 GCS_FIELDS = frozenset({"bucket", "object", "dirname", "basename", "generation", "dataset_uri"})
 # A quiet dataset is complete when its directory is: no one object is the trigger, so the fields
 # of one (the first shard's name, basename, generation) would mean nothing. Its ``dataset``
@@ -55,6 +58,14 @@ FILLED_SPEC_KEYS = re.compile(
 # shared.policy.jobspec.FILLED_FIELDS, filled by shared.policy.job_wrappers).
 MODEL_DISPLAY_NAME_FIELD: Final = "modelToUpload.displayName"
 MODEL_ARTIFACT_URI_FIELD: Final = "modelToUpload.artifactUri"
+# The environment variable a retry's job gets the same value in, on every program
+# (shared.policy.jobspec); a template may not set it itself (shared.config.shorthand).
+PREVIOUS_OUTPUT_ENV: Final = "VERTEX_DISPATCH_PREVIOUS_OUTPUT"
+# The base output directory is shared by every attempt of a run (so Vertex AI's
+# AIP_CHECKPOINT_DIR is the same and a resubmission resumes): these built-ins vary per attempt
+# and are refused there (shared.config.templates).
+PER_ATTEMPT_FIELDS = frozenset({"attempt", "previous_output"})
+OUTPUT_DIR_KEYS = frozenset({"base_output_dir", "baseOutputDirectory.outputUriPrefix"})
 FILLED_FIELDS_HINT = (
     "placeholders are filled only in display_name, args, env values, base_output_dir and "
     "experiment_run"

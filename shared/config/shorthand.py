@@ -28,6 +28,7 @@ from shared.config.fields import (
     read_text_list,
     read_text_map,
 )
+from shared.config.placeholders import PREVIOUS_OUTPUT_ENV
 from shared.config.problems import Problems, child, item
 
 WORKER_POOL_KEYS = frozenset(
@@ -229,6 +230,13 @@ def _command_args_env(
             key_pattern=ENV_NAME,
             key_rule=ENV_NAME_RULE,
         )
+        if env and PREVIOUS_OUTPUT_ENV in env:
+            problems.add(
+                child(child(path, "env"), PREVIOUS_OUTPUT_ENV),
+                "is set by vertex-dispatch on a retry (the output directory of the run's last "
+                "attempt that ran): remove it; use {previous_output} in an argument or another "
+                "env value to pass it on",
+            )
         if env:
             spec["env"] = [{"name": name, "value": value} for name, value in env.items()]
     return spec

@@ -40,8 +40,10 @@ from shared.config.placeholders import (
     FILLED_FIELDS_HINT,
     FILLED_SPEC_KEYS,
     FILLED_TEMPLATE_KEYS,
+    OUTPUT_DIR_KEYS,
     PARAM_NAME,
     PARAM_NAME_RULE,
+    PER_ATTEMPT_FIELDS,
     RENDER_FIELDS,
     placeholder_names,
     placeholders_in,
@@ -440,6 +442,14 @@ def _check_placeholders(
                 full_path,
                 f"{{{name}}} would stay literal here: {FILLED_FIELDS_HINT}. "
                 "Remove it, or move the varying part into an argument",
+            )
+        elif where in OUTPUT_DIR_KEYS and name in PER_ATTEMPT_FIELDS:
+            problems.add(
+                full_path,
+                f"{{{name}}} would give each attempt of a run its own output directory, so a "
+                "resubmitted job could not resume from the last one's checkpoints "
+                "(AIP_CHECKPOINT_DIR): every attempt shares one. Use {run_id} here; put "
+                f"{{{name}}} in an argument or env value if a per-attempt path is wanted",
             )
         elif name not in known:
             problems.add(

@@ -75,6 +75,7 @@ from shared.policy.gpus import gpus_held
 from shared.policy.job_views import job_times
 from shared.policy.placement_order import recorded_order
 from shared.policy.records import describe_placement, placement_kind, placement_record
+from shared.policy.run_history import previous_output
 from shared.policy.timing import INTENT_LEASE
 from shared.validation.chain import check_chain
 
@@ -184,6 +185,7 @@ def _walk_placements(
         read_resource=vertex.get_persistent_resource,
         read_reservation=compute.get_reservation,
         adjust=cut_to_deadline if deadline is not None else None,
+        previous_output=previous_output(snapshot.run.attempts, attempt_number),
     )
     for check in chain:
         walk.reach(check.index)
@@ -315,6 +317,7 @@ def _claim_and_create(
         # What the placement runs on, for the run's history (docs/architecture.md, "Run history").
         machine=placement_key(placement, submission.template, submission.config.region).machine,
         gpus=gpus_held(rendered.custom_job, submission.template.hyperparameter_tuning),
+        output_dir=rendered.custom_job.job_spec.base_output_directory.output_uri_prefix or None,
     )
     # The intent names this placement before its create (LedgerConflict: another delivery
     # won); moving it from a refused placement is the same compare-and-set on our own claim.

@@ -10,7 +10,8 @@ strict regex (never ``str.format``) in one pass, so a value is never scanned aga
 inside ONE string: one container argument, one environment value. Placeholders are filled only in
 the fields a trigger may vary (``FILLED_FIELDS``); the image, command, machine, service account and
 network stay as the template fixes them, whatever a request sends. Every rendering also provides
-``run_id``, ``attempt``, ``template``, ``project`` and ``region``, which a trigger cannot override.
+``run_id``, ``attempt``, ``template``, ``project``, ``region`` and ``previous_output``, which a
+trigger cannot override.
 A placeholder is ``{identifier}``; other braces (JSON in an argument) are left as they are.
 
 The placement owns scheduling: ``FLEX_START`` with an explicit ``maxWaitDuration``, ``SPOT``,
@@ -18,6 +19,12 @@ The placement owns scheduling: ``FLEX_START`` with an explicit ``maxWaitDuration
 each with an optional machine override; or ``persistentResourceId`` with no strategy. A template's
 ``encryption_key`` becomes the job's ``encryptionSpec.kmsKeyName``. Labels carry the run id, the
 attempt and the template, so a redelivered trigger can find its job (docs/dispatch-contract.md).
+
+Resume (docs/architecture.md, "Resume"): a retry of a run whose earlier attempt's job ran is given
+that attempt's output directory (``previous_output``, read from the run by the caller through
+``policy.run_history.previous_output``): every program of every worker pool gets it as the env
+``VERTEX_DISPATCH_PREVIOUS_OUTPUT`` and the ``{previous_output}`` placeholder is filled with it
+(empty when there is none, and then no env is added). The rendering stays pure: it is passed in.
 
 Importing this module imports the ``aiplatform_v1`` protos it uses (through ``shared.aiplatform``,
 about 0.5 s instead of the whole package's 2 s): only code past a matched route may.
@@ -38,6 +45,7 @@ from shared.aiplatform import (
     CustomJob,
     CustomJobSpec,
     EncryptionSpec,
+    EnvVar,
     MachineSpec,
     ReservationAffinity,
     Scheduling,
@@ -54,7 +62,11 @@ from shared.config.model import (
     SpotPlacement,
     Template,
 )
-from shared.config.placeholders import MODEL_ARTIFACT_URI_FIELD, MODEL_DISPLAY_NAME_FIELD
+from shared.config.placeholders import (
+    MODEL_ARTIFACT_URI_FIELD,
+    MODEL_DISPLAY_NAME_FIELD,
+    PREVIOUS_OUTPUT_ENV,
+)
 from shared.config.placements import RESERVATION_NAME_KEY
 from shared.model.errors import InvalidJobSpec
 from shared.model.job_kinds import JobKind
@@ -210,9 +222,12 @@ def render_job(
     default_region: str,
     run_id: str,
     attempt: int,
+    previous_output: str | None = None,
 ) -> RenderedJob:
     """Build the job one attempt of a run would create on ``placement``: the CustomJob that
     runs, wrapped as a sweep or a pipeline when the template is of that kind (``kind``).
+    ``previous_output``: the output directory this attempt resumes from (see the module
+    docstring), None on a first attempt or when no earlier attempt's job ran.
 
     Raises InvalidJobSpec when the template does not parse, a placeholder names no parameter, or
     a machine override names an unknown accelerator. Rule checks are ``shared.validation``'s.
@@ -226,9 +241,12 @@ def render_job(
         "template": template.name,
         "project": project,
         "region": region,
+        "previous_output": previous_output or "",
     }
     spec = parse_job_spec(template)
     _fill_spec(spec, values, template=template.name)
+    if previous_output:
+        _set_previous_output(spec, previous_output)
     if template.timeout is not None:
         spec.scheduling.timeout = template.timeout
     _apply_placement(spec, placement, template=template.name)
@@ -308,6 +326,18 @@ def _fill_spec(spec: CustomJobSpec, values: Mapping[str, str], *, template: str)
             ]
             for position, variable in enumerate(program.env):
                 variable.value = filled(variable.value, f"{prefix}.env[{position}].value")
+
+
+def _set_previous_output(spec: CustomJobSpec, previous_output: str) -> None:
+    """``VERTEX_DISPATCH_PREVIOUS_OUTPUT`` on every program that runs, replacing a value the
+    template wrote under that name (the run's history decides it, not a template or request)."""
+    for pool in spec.worker_pool_specs:
+        for attribute in _PROGRAM_FIELDS:
+            if attribute not in pool:
+                continue
+            program = getattr(pool, attribute)
+            kept = [variable for variable in program.env if variable.name != PREVIOUS_OUTPUT_ENV]
+            program.env = [*kept, EnvVar(name=PREVIOUS_OUTPUT_ENV, value=previous_output)]
 
 
 def _apply_placement(spec: CustomJobSpec, placement: Placement, *, template: str) -> None:

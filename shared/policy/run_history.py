@@ -1,10 +1,12 @@
 """What an attempt's history says: how long its job took to start, the GPU-hours it spent, how it
 ended. Pure readings of ``shared.model.runs.Attempt``'s history fields, shared by learned placement
-order (``policy.placement_order``), GPU-hour budgets (``policy.budgets``) and ``status --history``.
+order (``policy.placement_order``), GPU-hour budgets (``policy.budgets``), ``status --history``
+and resume (``previous_output``: which earlier attempt a new one resumes from).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from shared.model.jobstates import JobStateName
@@ -19,14 +21,6 @@ def created_at(attempt: Attempt) -> datetime | None:
     if attempt.job_created_at is not None:
         return attempt.job_created_at
     return next((event.at for event in attempt.events if event.state == CREATED_EVENT), None)
-
-
-def started(attempt: Attempt) -> bool:
-    """Whether the attempt's job was ever seen RUNNING: its start time is recorded, or its
-    history holds a RUNNING event."""
-    return attempt.started_at is not None or any(
-        event.state == JobStateName.RUNNING for event in attempt.events
-    )
 
 
 def time_to_start(attempt: Attempt) -> timedelta | None:
@@ -56,3 +50,30 @@ def outcome_class(attempt: Attempt) -> str | None:
     if attempt.error is not None and attempt.error.get("class"):
         return str(attempt.error["class"])
     return None
+
+
+# The states a job reaches only by running first: a history holding one of them (or a current
+# state among them) says the job started, even where its start time was not recorded.
+_STATES_AFTER_RUNNING = frozenset(
+    {JobStateName.RUNNING, JobStateName.SUCCEEDED, JobStateName.PARTIALLY_SUCCEEDED}
+)
+
+
+def started(attempt: Attempt) -> bool:
+    """Whether the attempt's job ever ran: its start is recorded, or its history (or its state)
+    holds RUNNING or a state only a job that ran reaches."""
+    if attempt.started_at is not None:
+        return True
+    if attempt.state in _STATES_AFTER_RUNNING:
+        return True
+    return any(event.state in _STATES_AFTER_RUNNING for event in attempt.events)
+
+
+def previous_output(attempts: Sequence[Attempt], attempt_number: int) -> str | None:
+    """The output directory attempt ``attempt_number`` resumes from: that of the latest earlier
+    attempt whose job started (only a job that ran can have left a checkpoint); None when no
+    earlier attempt started or it recorded no output directory."""
+    earlier = [a for a in attempts if a.number < attempt_number and started(a)]
+    if not earlier:
+        return None
+    return max(earlier, key=lambda a: a.number).output_dir

@@ -71,8 +71,10 @@ def check_chain(
     read_resource: ResourceReader | None = None,
     read_reservation: ReservationReader | None = None,
     adjust: PlacementAdjust | None = None,
+    previous_output: str | None = None,
 ) -> Iterator[PlacementCheck]:
     """Each placement of ``template``'s chain at ``indices`` (all by default), in order.
+    ``previous_output``: the output directory the attempt resumes from (``jobspec.render_job``).
 
     ``read_resource`` reads a persistent resource and ``read_reservation`` a named reservation
     for the live rules; None checks those placements offline only. ``adjust`` gives the
@@ -90,6 +92,7 @@ def check_chain(
             read_resource=read_resource,
             read_reservation=read_reservation,
             adjust=adjust,
+            previous_output=previous_output,
         )
 
 
@@ -104,6 +107,7 @@ def check_placement(
     read_resource: ResourceReader | None = None,
     read_reservation: ReservationReader | None = None,
     adjust: PlacementAdjust | None = None,
+    previous_output: str | None = None,
 ) -> PlacementCheck:
     """Render attempt ``attempt`` of run ``run_id`` on placement ``index`` (as ``adjust`` gives
     it, when given) and validate it."""
@@ -119,6 +123,7 @@ def check_placement(
             default_region=config.region,
             run_id=run_id,
             attempt=attempt,
+            previous_output=previous_output,
         )
     except InvalidJobSpec as error:
         violation = Violation("jobSpec", Rule.JOB_SPEC, str(error))

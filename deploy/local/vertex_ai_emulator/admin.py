@@ -1,9 +1,9 @@
 """The admin API under `/emulator/v1/` on the REST port: what tests use to steer the emulator.
 
 Health, the request log, reset, the core's state, capacity, quota, persistent resources,
-reservations, Spot preemption, create-time refusals, outcome rules, the simulated clock, timings
-and fault rules; JSON in and out. Admin calls are never recorded in
-the request log, which holds the Vertex AI calls only. Every endpoint is documented in
+reservations, Spot preemption, create-time refusals, outcome rules, the simulated clock, timings,
+fault rules and training progress per output directory; JSON in and out. Admin calls are never
+recorded in the request log, which holds the Vertex AI calls only. Every endpoint is documented in
 docs/vertex-ai-emulator.md.
 """
 
@@ -66,6 +66,7 @@ class AdminApi:
             ("DELETE", "faults"): self._clear_faults,
             ("GET", "logEntries"): self._log_entries,
             ("PUT", "jobLogs"): self._set_job_logs,
+            ("GET", "progress"): self._progress,
         }
 
     def handle(self, http_method: str, path: str, query: Query, body: Any) -> AdminAnswer:
@@ -179,6 +180,9 @@ class AdminApi:
 
     def _set_job_logs(self, query: Query, body: Any) -> dict[str, Any]:
         return self._emulator.set_log_settings(_require_object(body))
+
+    def _progress(self, query: Query, body: Any) -> dict[str, Any]:
+        return self._emulator.progress()
 
     def _list_faults(self, query: Query, body: Any) -> dict[str, Any]:
         return {"faults": [rule.to_dict() for rule in self._dispatcher.faults.rules()]}

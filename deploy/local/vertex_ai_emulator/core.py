@@ -442,6 +442,13 @@ class Emulator:
                 "events": self._simulation.pending_events(),
             }
 
+    def progress(self) -> dict[str, Any]:
+        """Training progress per output directory (progress.py): checkpoints, work redone."""
+        with self._lock:
+            self._catch_up()
+            now = self._simulation.now
+            return {"now": now.isoformat(), "directories": self._simulation.progress.describe(now)}
+
     def set_capacity(self, region: str, accelerator_type: str, count: int) -> None:
         """Set the TOTAL GPUs of a type in a region; GPUs held by jobs count against it
         (free = total - held). Waiting jobs that now fit start at once."""
@@ -767,6 +774,7 @@ class Emulator:
             max_wait_seconds=_max_wait_seconds(job) if placement == Placement.FLEX_START else None,
             quota_kind=quota_kind_of(job),
             reservation_request=reservation_request_of(job),
+            trial=trial,
         )
 
     def _owned_job(

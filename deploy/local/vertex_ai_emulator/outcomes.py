@@ -17,6 +17,9 @@ Rule shape (snake_case keys; a list under `outcome_rules:` in config, or one dic
     result: user_error          # succeeded (default) | user_error | internal_error | stockout
     duration: 30m               # time RUNNING before it ends ("90s", "30m", "2h", or seconds)
     exit_code: 137              # the exit status a user_error reports (default 1)
+    work: 6h                    # running time the training needs in all: a succeeding job runs
+                                # for the work left (progress.py), not `duration`
+    checkpoint_every: 30m       # with `work`: a checkpoint each time progress reaches a multiple
     times: 1                    # applies to the next N matching jobs only (default: forever)
 
 Outcomes apply to the jobs that RUN: a CustomJob, each trial of a HyperparameterTuningJob (a trial
@@ -48,7 +51,7 @@ DEFAULT_EXIT_CODE = 1
 
 MATCH_KEYS = frozenset({"labels", "display_name", "placement", "job_kind", "trials"})
 JOB_KINDS = frozenset({"custom_job", "hyperparameter_tuning_job", "training_pipeline"})
-OUTCOME_KEYS = frozenset({"result", "duration", "exit_code"})
+OUTCOME_KEYS = frozenset({"result", "duration", "exit_code", "work", "checkpoint_every"})
 RULE_KEYS = MATCH_KEYS | OUTCOME_KEYS | {"times"}
 
 
@@ -68,6 +71,10 @@ class Outcome:
     result: Result = Result.SUCCEEDED
     duration_seconds: float = DEFAULT_DURATION_SECONDS
     exit_code: int = DEFAULT_EXIT_CODE
+    # The training's total running time across resubmissions, and its checkpoint interval
+    # (progress.py); None: no progress modelled, the job runs for `duration`.
+    work_seconds: float | None = None
+    checkpoint_every_seconds: float | None = None
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any], where: str = "default_outcome") -> Outcome:
@@ -87,15 +94,33 @@ class Outcome:
         exit_code = raw.get("exit_code", DEFAULT_EXIT_CODE)
         if isinstance(exit_code, bool) or not isinstance(exit_code, int) or exit_code == 0:
             raise ConfigError(f"{where}.exit_code: must be a non-zero integer, got {exit_code!r}")
-        return cls(result=result, duration_seconds=duration, exit_code=exit_code)
+        work = _positive_duration(raw.get("work"), f"{where}.work")
+        every = _positive_duration(raw.get("checkpoint_every"), f"{where}.checkpoint_every")
+        if every is not None and work is None:
+            raise ConfigError(
+                f"{where}.checkpoint_every: needs work (the running time the training needs in "
+                "all, e.g. work: 6h): checkpoints mark progress through that work"
+            )
+        return cls(
+            result=result,
+            duration_seconds=duration,
+            exit_code=exit_code,
+            work_seconds=work,
+            checkpoint_every_seconds=every,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON-friendly form, as accepted by `from_dict`."""
-        return {
+        described: dict[str, Any] = {
             "result": self.result.value,
             "duration": self.duration_seconds,
             "exit_code": self.exit_code,
         }
+        if self.work_seconds is not None:
+            described["work"] = self.work_seconds
+        if self.checkpoint_every_seconds is not None:
+            described["checkpoint_every"] = self.checkpoint_every_seconds
+        return described
 
 
 @dataclass(frozen=True)
@@ -211,6 +236,18 @@ def _reject_unknown_keys(raw: Mapping[str, Any], allowed: frozenset[str], where:
         raise ConfigError(
             f"{where}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}"
         )
+
+
+def _positive_duration(raw: Any, where: str) -> float | None:
+    if raw is None:
+        return None
+    try:
+        seconds = parse_duration(raw)
+    except ValueError as error:
+        raise ConfigError(f"{where}: {error}") from None
+    if seconds <= 0:
+        raise ConfigError(f"{where}: must be longer than 0s, e.g. 30m, got {raw!r}")
+    return seconds
 
 
 def _parse_labels(raw: Any, where: str) -> dict[str, str]:

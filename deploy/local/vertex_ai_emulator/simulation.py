@@ -26,7 +26,9 @@ Lifecycle (create returns QUEUED; admission happens at the creation instant, on 
 - quota (quota.py), when limited: a job whose GPUs exceed the remaining quota of its kind stays
   QUEUED (FIFO) until jobs end or the limit is raised; FLEX_START jobs wait for quota and
   capacity at once, and their max wait runs meanwhile. On-demand jobs wait for quota only.
-- RUNNING lasts the chosen outcome's duration, then SUCCEEDED or FAILED (see outcomes.py).
+- RUNNING lasts the chosen outcome's duration, then SUCCEEDED or FAILED (see outcomes.py); an
+  outcome with `work` that succeeds runs for the work left instead, which a job resuming from a
+  checkpoint (`VERTEX_DISPATCH_PREVIOUS_OUTPUT`) shortens (progress.py keeps the progress).
 - cancel: CANCELLING now, CANCELLED `timings.cancel` later (code 1).
 - a FAILED job's `error` is set `timings.error_delay` after the end (0: with the state), as the
   real service sets it about a minute later; until then the job is FAILED with no error.
@@ -58,6 +60,7 @@ from vertex_ai_emulator.names import ProjectDirectory, ResourceName
 from vertex_ai_emulator.outcomes import Outcome, Result
 from vertex_ai_emulator.persistent import PersistentResources
 from vertex_ai_emulator.placement import Placement, ReservationRequest
+from vertex_ai_emulator.progress import Progress, output_dir_of, previous_output_of
 from vertex_ai_emulator.quota import GpuQuota, QuotaKind
 from vertex_ai_emulator.reservations import Reservations
 
@@ -132,6 +135,7 @@ class SimulatedJob:
     reservation: str | None = None  # the reservation whose VMs it holds (or lacked)
     stockout_error: status_pb2.Status | None = None  # replaces the stockout's default error
     owner: str | None = None  # the tuning job / pipeline it runs for (never listed as a job)
+    trial: int | None = None  # its trial number, when it is a tuning job's trial
 
     @property
     def key(self) -> str:
@@ -182,6 +186,7 @@ class Simulation:
         self._quota = quota or GpuQuota({})
         self._reservations = reservations or Reservations(ProjectDirectory({}), start)
         self.spot = spot or SpotSettings()  # read when a Spot job starts RUNNING
+        self.progress = Progress()  # training progress per output directory (progress.py)
         # Told of every state change of an owned job (after it is applied).
         self.on_owned_job_changed: Callable[[SimulatedJob], None] | None = None
         self._events: list[Event] = []
@@ -352,7 +357,7 @@ class Simulation:
             self._end(simulated, JobState.JOB_STATE_FAILED, error)
             return
         self._set_state(simulated, JobState.JOB_STATE_RUNNING)
-        duration = simulated.outcome.duration_seconds
+        duration = self._start_work(simulated)
         self._schedule(self.now + timedelta(seconds=duration), EventKind.RUN_ENDED, simulated.key)
         preempt_after = self.spot.preempt_after
         if (
@@ -363,6 +368,25 @@ class Simulation:
             self._schedule(
                 self.now + timedelta(seconds=preempt_after), EventKind.PREEMPTED, simulated.key
             )
+
+    def _start_work(self, simulated: SimulatedJob) -> float:
+        """How long the job now RUNNING runs: its outcome's duration, or (an outcome with
+        `work` that succeeds) the work its output directory has left after the checkpoint it
+        resumes from."""
+        outcome = simulated.outcome
+        output_dir = output_dir_of(simulated.job, simulated.trial)
+        if outcome.work_seconds is None or output_dir is None:
+            return outcome.duration_seconds
+        left = self.progress.start(
+            simulated.key,
+            output_dir=output_dir,
+            previous_output=previous_output_of(simulated.job, simulated.trial),
+            work=outcome.work_seconds,
+            checkpoint_every=outcome.checkpoint_every_seconds,
+            gpus=sum(simulated.gpu_demand.values()),
+            now=self.now,
+        )
+        return left if outcome.result == Result.SUCCEEDED else outcome.duration_seconds
 
     def _preempted(self, simulated: SimulatedJob) -> None:
         self._end(simulated, JobState.JOB_STATE_FAILED, failures.spot_preempted(simulated.region))
@@ -492,6 +516,9 @@ class Simulation:
 
     def _set_state(self, simulated: SimulatedJob, state: JobState) -> None:
         job = simulated.job
+        if job.state == JobState.JOB_STATE_RUNNING and state != JobState.JOB_STATE_RUNNING:
+            # Preempted, failed, cancelled or done: its work stops here (progress.py).
+            self.progress.stop(simulated.key, self.now, state.name)
         job.state = state
         job.update_time = self.now
         if state == JobState.JOB_STATE_RUNNING and not job.start_time:
