@@ -573,6 +573,7 @@ class OurPlayer:
         resubmissions = 0
         by_placement: dict[str, dict[str, int]] = {}
         orders: dict[str, int] = {}
+        unsuccessful: list[dict[str, Any]] = []  # what each run that did not succeed tried
         for trigger in trace.triggers:
             run_id = self.run_of_trigger.get(trigger.index)
             snapshot = ledger.get_run(run_id) if run_id else None
@@ -584,6 +585,8 @@ class OurPlayer:
                 _count_attempts(run, by_placement)
                 order = ",".join(map(str, run.placement_order or ())) or "as written"
                 orders[order] = orders.get(order, 0) + 1
+                if status != "SUCCEEDED":
+                    unsuccessful.append(_tried(trigger, run))
                 resubmissions += max(0, len([a for a in run.attempts if a.job_name]) - 1)
             run_jobs = by_run.get(run_id or "", [])
             outcomes.append(
@@ -621,6 +624,7 @@ class OurPlayer:
                 "alerts_by_reason": alert_kinds,
                 "attempts_by_placement": by_placement,
                 "placement_orders": orders,
+                "unsuccessful_runs": unsuccessful,
                 "features": self.features,
                 "deliveries": self.counts,
             }
@@ -629,6 +633,24 @@ class OurPlayer:
             self.subscriber.delete_subscription(subscription=name)
         self.subscriber.close()
         return figures
+
+
+def _tried(trigger: tracing.Trigger, run: Any) -> dict[str, Any]:
+    """A run that did not succeed, as the JSON shows it: its status and each attempt's try."""
+    return {
+        "trigger": trigger.index,
+        "run_id": run.run_id,
+        "status": run.status.value,
+        "attempts": [
+            {
+                "placement": next(iter(attempt.placement), "?"),
+                "region": attempt.region,
+                "state": attempt.state,
+                "error": (attempt.error or {}).get("message", "")[:200],
+            }
+            for attempt in run.attempts
+        ],
+    }
 
 
 def _count_attempts(run: Any, by_placement: dict[str, dict[str, int]]) -> None:
