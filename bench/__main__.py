@@ -9,6 +9,9 @@ three workloads in fresh processes, and stops everything. ``--smoke`` runs only 
 that need no emulator, once each (a few seconds), for CI. ``--only WORKLOAD`` runs one workload
 (e.g. ``reconcile_round``, the reconciler's round-robin over 20,000 runs) without the cold
 starts. Progress goes to stderr; the table is the only thing on stdout.
+
+``python -m bench capacity`` is a benchmark of its own, the stockout benchmark (``bench.capacity``:
+a simulated week of scarce GPUs played by three policies); ``python -m bench capacity --help``.
 """
 
 from __future__ import annotations
@@ -46,6 +49,11 @@ JOB_REGION = "us-central1"
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["capacity"]:
+        from bench import capacity
+
+        return capacity.main(argv[1:])
     args = _parser().parse_args(argv)
     started = time.perf_counter()
     env = coldstart.child_environment(
@@ -283,7 +291,11 @@ def _progress(message: str) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m bench",
+        description=__doc__,
+        epilog="subcommand: `python -m bench capacity [--help]`, the stockout benchmark",
+    )
     parser.add_argument("--repeat", type=int, default=7, help="cold starts per case (default 7)")
     parser.add_argument(
         "--shards", type=int, default=10_000, help="burst: shard events (default 10000)"
