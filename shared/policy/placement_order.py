@@ -9,7 +9,11 @@ Pure rules over plain data (the runs ``Ledger.recent_runs`` read, an injected ``
   share what was measured), over ``LEARNING_WINDOW``: the measured time-to-start of each attempt
   that started (``run_history.time_to_start``), the capacity failures (an attempt whose outcome
   class is ``capacity``, or a create refused for capacity, recorded as a skip; not an end the
-  run's own deadline caused, ``deadlines.ended_by_own_deadline``) and when it was last used.
+  run's own deadline caused, ``deadlines.ended_by_own_deadline``) and when it was last used; and
+  the waits of jobs that did not start: one that ended without a start (an end its run's deadline
+  caused, say) counts in the median when longer than it, and a job still waiting now makes the
+  expected wait at least as long as it has waited (a pool that filled up an hour ago is seen at
+  once, not after a week of starts in seconds has aged out).
 - ``order_placements``: the order and a short reason per placement. Placements that started in
   the window come first, by expected wait (the median time-to-start, plus ``CAPACITY_PENALTY``
   per capacity failure); then the untried ones; then those that only failed, fewest failures
@@ -38,7 +42,8 @@ from typing import Final
 
 from shared.config.durations import describe_duration
 from shared.config.model import Template
-from shared.model.runs import Attempt, Run, SkipClass
+from shared.model.jobstates import is_terminal
+from shared.model.runs import Attempt, CancelReason, Run, SkipClass, cancel_reason_of
 from shared.policy.cooldown import KEY_SEPARATOR, placement_key
 from shared.policy.deadlines import ended_by_own_deadline
 from shared.policy.records import chain_record, placement_kind, placement_record
@@ -72,6 +77,12 @@ class PlacementStats:
     starts: tuple[timedelta, ...] = ()  # measured time-to-start of each attempt that started
     capacity_failures: int = 0
     last_used: datetime | None = None
+    # How long each job that ended without starting had waited (not a capacity failure counted
+    # above, not an operator's cancel): a lower bound of its time-to-start.
+    unstarted: tuple[timedelta, ...] = ()
+    # How long the longest-waiting job of the placement still waits, now: live evidence that its
+    # time-to-start is at least that, whatever the older starts measured.
+    waiting: timedelta | None = None
 
     @property
     def tried(self) -> bool:
@@ -79,15 +90,22 @@ class PlacementStats:
 
     @property
     def median_start(self) -> timedelta | None:
+        """The median time-to-start of the starts, counting each wait that ended without a start
+        as a sample when it is longer than the starts' own median (a lower bound says something
+        only about a wait longer than what was measured); None when nothing started."""
         if not self.starts:
             return None
-        return timedelta(seconds=statistics.median(s.total_seconds() for s in self.starts))
+        measured = _median(self.starts)
+        return _median((*self.starts, *(wait for wait in self.unstarted if wait > measured)))
 
     @property
     def expected_wait(self) -> timedelta | None:
-        """The median time-to-start plus the capacity penalty; None when nothing started."""
+        """The median time-to-start plus the capacity penalty, and at least as long as a job of
+        the placement waits right now; None when nothing started."""
         median = self.median_start
-        return None if median is None else median + CAPACITY_PENALTY * self.capacity_failures
+        if median is None:
+            return None
+        return max(median + CAPACITY_PENALTY * self.capacity_failures, self.waiting or median)
 
 
 @dataclass(frozen=True)
@@ -136,6 +154,8 @@ def placement_stats(
     records = chain_records or {}
     wanted = set(keys)
     starts: dict[str, list[timedelta]] = {key: [] for key in wanted}
+    unstarted: dict[str, list[timedelta]] = {key: [] for key in wanted}
+    waiting: dict[str, timedelta] = {}
     failures = dict.fromkeys(wanted, 0)
     used: dict[str, datetime] = {}
     since = now - window
@@ -155,10 +175,15 @@ def placement_stats(
                 waited = time_to_start(attempt)
                 if waited is not None:
                     starts[key].append(waited)
-                if outcome_class(attempt) == CAPACITY_CLASS and not ended_by_own_deadline(
+                elif outcome_class(attempt) == CAPACITY_CLASS and not ended_by_own_deadline(
                     run, attempt, max_queue=max_queue
                 ):
                     failures[key] += 1
+                elif (wait := _unstarted_wait(attempt, now)) is not None:
+                    if attempt.ended_at is None:
+                        waiting[key] = max(waiting.get(key, wait), wait)
+                    else:
+                        unstarted[key].append(wait)
             for skip in attempt.skips:
                 if skip.skip_class != SkipClass.CAPACITY.value:
                     continue
@@ -167,8 +192,34 @@ def placement_stats(
                     assert skipped is not None
                     failures[skipped] += 1
     return {
-        key: PlacementStats(key, tuple(starts[key]), failures[key], used.get(key)) for key in keys
+        key: PlacementStats(
+            key,
+            tuple(starts[key]),
+            failures[key],
+            used.get(key),
+            tuple(unstarted[key]),
+            waiting.get(key),
+        )
+        for key in keys
     }
+
+
+def _unstarted_wait(attempt: Attempt, now: datetime) -> timedelta | None:
+    """How long the attempt's job waited without starting: until its end, or until ``now`` while
+    it still waits; None when it has no job, started, or an operator cancelled it (a wait
+    someone cut short on purpose says nothing of the placement)."""
+    created = created_at(attempt)
+    if created is None or attempt.started_at is not None:
+        return None
+    if cancel_reason_of(attempt) is CancelReason.OPERATOR:
+        return None
+    if attempt.ended_at is None and is_terminal(attempt.state):
+        return None  # ended before its end time was recorded: its wait is not known
+    return max((attempt.ended_at or now) - created, timedelta(0))
+
+
+def _median(waits: Iterable[timedelta]) -> timedelta:
+    return timedelta(seconds=statistics.median(wait.total_seconds() for wait in waits))
 
 
 def order_placements(

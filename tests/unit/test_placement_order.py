@@ -94,6 +94,26 @@ def refused_create(where: int, ran_on: int, *, ago: timedelta = timedelta(hours=
     return Attempt(**{**attempt.__dict__, "skips": (skip,)})
 
 
+def unstarted(
+    where: int, waited: timedelta, *, ago: timedelta = timedelta(hours=1), ended: bool = True
+) -> Attempt:
+    """An attempt on placement ``where`` whose job was created ``ago`` and never started: it
+    ended (cancelled, no failure class) after ``waited``, or (``ended`` False) still waits."""
+    created = NOW - ago
+    return Attempt(
+        number=1,
+        placement={"on_demand": {"region": REGIONS[where]}},
+        region=REGIONS[where],
+        parent=f"projects/p/locations/{REGIONS[where]}",
+        intent_at=created,
+        job_name="projects/p/locations/r/customJobs/3",
+        state="JOB_STATE_CANCELLED" if ended else "JOB_STATE_QUEUED",
+        job_created_at=created,
+        ended_at=created + waited if ended else None,
+        machine=MACHINE,
+    )
+
+
 def runs_of(*attempts: Attempt) -> list[Run]:
     return [
         Run(f"old-{n}", f"key-{n}", "route", "learned", {}, attempts=(attempt,))
@@ -167,6 +187,50 @@ def runs_of(*attempts: Attempt) -> list[Run]:
             (refused_create(A, ran_on=B), started(A, 20 * MINUTE), started(C, 10 * MINUTE)),
             (B, C, A),
             id="a-create-refused-for-capacity-counts-as-a-failure",
+        ),
+        pytest.param(
+            (started(A, 5 * MINUTE), unstarted(A, 3 * HOUR, ago=3 * HOUR, ended=False)),
+            (A, B, C),
+            id="measured-before-untried-however-long-a-job-waits",
+        ),
+        pytest.param(
+            (
+                started(A, 5 * MINUTE),
+                started(A, 5 * MINUTE),
+                unstarted(A, 3 * HOUR, ago=3 * HOUR, ended=False),
+                started(B, 20 * MINUTE),
+            ),
+            (B, A, C),
+            id="a-job-waiting-now-longer-than-the-starts-makes-the-placement-slow",
+        ),
+        pytest.param(
+            (
+                started(A, 5 * MINUTE),
+                unstarted(A, 2 * MINUTE, ago=2 * MINUTE, ended=False),
+                started(B, 20 * MINUTE),
+            ),
+            (A, B, C),
+            id="a-job-waiting-briefly-changes-nothing",
+        ),
+        pytest.param(
+            (
+                started(A, 5 * MINUTE),
+                unstarted(A, 12 * HOUR, ago=13 * HOUR),
+                unstarted(A, 12 * HOUR, ago=14 * HOUR),
+                started(B, 20 * MINUTE),
+            ),
+            (B, A, C),
+            id="long-waits-that-ended-unstarted-raise-the-median",
+        ),
+        pytest.param(
+            (
+                started(A, 30 * MINUTE),
+                started(A, 30 * MINUTE),
+                unstarted(A, 1 * MINUTE),
+                started(B, 20 * MINUTE),
+            ),
+            (B, A, C),
+            id="a-short-unstarted-wait-says-nothing",
         ),
         pytest.param(
             (started(A, 30 * MINUTE), started(B, 5 * MINUTE, machine=False)),
