@@ -226,13 +226,19 @@ def _end_run(
     labels: dict[str, str],
     error: PermanentError,
 ) -> DispatchResult:
-    """End an opened run on a permanent error its submission raised; alert once on its id."""
+    """End an opened run on a permanent error its submission raised; alert once on its id.
+
+    The run is read again first: the submission may have written it since ``snapshot`` (its
+    own claim of an attempt), and ``finish_run`` ends only a run that has not moved since the
+    snapshot it is given (a delivery that claims meanwhile wins; the redelivery decides again).
+    """
     from shared.adapters.ledger import RunStatus
     from shared.handlers.rejections import finish_run
     from shared.model.alerts import AlertReason
     from shared.policy import records
 
     the_run_id = snapshot.run.run_id
+    snapshot = services.ledger.get_run(the_run_id) or snapshot
     permission = isinstance(error, PermissionMissing)
     # REJECTED says nothing was ever submitted; a run some of whose attempts had jobs FAILED.
     submitted_before = any(attempt.job_name for attempt in snapshot.run.attempts)

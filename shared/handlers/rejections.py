@@ -107,11 +107,19 @@ def finish_run(
     message: str,
     what_to_do: str,
     attempt: int = RUN_LEVEL_ATTEMPT,
+    claim: str | None = None,
 ) -> RunSnapshot:
-    """Move the run to the terminal ``status`` (if it is not there yet) and alert once
-    (``attempt``: as ``alert_once`` takes it)."""
-    if snapshot.run.status is not status:
-        snapshot = ledger.set_status(snapshot.run.run_id, status)
+    """End the run ``status`` with its alert (``reason``, ``claim`` and ``attempt`` as
+    ``alert_once`` takes them): the alert first, then the end (``Ledger.end_unmoved``), both only
+    while the run is still as ``snapshot`` shows it (its alerts aside): as the caller read it,
+    or as its own last write left it. The one way a handler ends a run that owes an alert.
+
+    The alert comes first because an ended run is a duplicate to every redelivery, and no
+    decision records the alert for the owed-actions sweep to send: an alert whose publish failed
+    after the end (its claim given back, the delivery redone) would never be sent. Both writes
+    are conditional because a delivery that read the run before another claimed or took over an
+    attempt, or created a job, must not end a run whose job then runs untracked
+    (``LedgerConflict``, transient: the redelivery decides on the run as it is)."""
     alert_once(
         ledger,
         snapshot.run,
@@ -120,6 +128,8 @@ def finish_run(
         reason=reason,
         message=message,
         what_to_do=what_to_do,
+        claim=claim,
         attempt=attempt,
+        only_if_unmoved=True,
     )
-    return snapshot
+    return ledger.end_unmoved(snapshot, status)

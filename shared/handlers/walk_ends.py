@@ -19,7 +19,7 @@ from shared.handlers import budgets
 from shared.handlers.rejections import alert_once, finish_run
 from shared.handlers.walk import Submission, Walk
 from shared.logs import log
-from shared.model.alerts import RUN_LEVEL_ATTEMPT, AlertReason
+from shared.model.alerts import AlertReason
 from shared.model.results import DispatchOutcome, DispatchResult
 from shared.model.runs import SkipClass
 from shared.policy import deadlines, jobspec
@@ -273,10 +273,12 @@ def deadline_missed(
     fresh = [line for line in walk.lines if line not in recorded and not walk.claimed]
     if fresh:
         message += "\nThis try's placements:\n" + "\n".join(fresh)
-    _alert_then_end(
-        submission,
+    finish_run(
+        submission.ledger,
         snapshot,
         RunStatus.FAILED,
+        config=submission.config,
+        trigger=submission.trigger,
         reason=AlertReason.DEADLINE_MISSED,
         claim=AlertReason.DEADLINE_MISSED,
         message=message,
@@ -314,10 +316,12 @@ def over_budget(
                 snapshot, attempt_number, refusal, walk.recorded_skips()
             )
         never = [c for c in admission.blocking if c.never_fits]
-        _alert_then_end(
-            submission,
+        finish_run(
+            submission.ledger,
             snapshot,
             status,
+            config=submission.config,
+            trigger=submission.trigger,
             reason=AlertReason.BUDGET,
             claim=claim,
             message=(
@@ -364,41 +368,6 @@ def over_budget(
     log(logger, logging.WARNING, "run waits for its GPU-hour budget", labels=submission.labels,
         detail=detail)  # fmt: skip
     return DispatchResult(DispatchOutcome.WAITING_BUDGET, run.run_id, detail=detail)
-
-
-def _alert_then_end(
-    submission: Submission,
-    snapshot: RunSnapshot,
-    status: RunStatus,
-    *,
-    reason: str,
-    claim: str,
-    message: str,
-    what_to_do: str,
-    attempt: int = RUN_LEVEL_ATTEMPT,
-) -> None:
-    """End a walk's run ``status`` with its alert: the alert first (claimed once), then the end,
-    both only while the run is still as ``snapshot`` shows it (its alerts aside): as the walk
-    read it, or as this delivery's own claim wrote it.
-
-    The alert comes first because an ended run is a duplicate to every redelivery: an alert
-    whose publish failed (its claim given back, the delivery redone) would never be sent. Both
-    are conditional because a delivery that read the run before another claimed an attempt or
-    created a job must not end a run whose job then runs untracked (``LedgerConflict``: the
-    redelivery reads the run as it is)."""
-    alert_once(
-        submission.ledger,
-        snapshot.run,
-        config=submission.config,
-        trigger=submission.trigger,
-        reason=reason,
-        claim=claim,
-        message=message,
-        what_to_do=what_to_do,
-        attempt=attempt,
-        only_if_unmoved=True,
-    )
-    submission.ledger.end_unmoved(snapshot, status)
 
 
 def _unsuitable_everywhere(submission: Submission, walk: Walk) -> DispatchResult:
@@ -473,10 +442,12 @@ def _give_up(
     the run moving again).
     """
     run = snapshot.run
-    _alert_then_end(
-        submission,
+    finish_run(
+        submission.ledger,
         snapshot,
         RunStatus.FAILED,
+        config=submission.config,
+        trigger=submission.trigger,
         reason=AlertReason.NO_PLACEMENT,
         claim=due.alert_claim or AlertReason.NO_PLACEMENT,
         message=(

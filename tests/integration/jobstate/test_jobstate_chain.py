@@ -17,6 +17,7 @@ import random
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -32,13 +33,21 @@ from jobstate_test_support import (
 
 from shared.adapters import clients
 from shared.adapters import vertex as vertex_api
+from shared.adapters.alerts import AlertNotSent
 from shared.adapters.config_source import load_config
-from shared.adapters.ledger import COOLDOWNS_DOCUMENT, DEFAULT_COLLECTION, Run, RunStatus
+from shared.adapters.ledger import (
+    COOLDOWNS_DOCUMENT,
+    DEFAULT_COLLECTION,
+    LedgerConflict,
+    Run,
+    RunStatus,
+)
 from shared.adapters.retry_messages import retry_body
 from shared.config.model import Config
 from shared.decode.events import KIND_ATTRIBUTE, MessageKind
 from shared.handlers.dispatch import dispatch_event
 from shared.handlers.jobstate import JobStateOutcome, handle_job_event
+from shared.handlers.rejections import finish_run
 from shared.handlers.services import Services
 from shared.model.alerts import AlertReason
 from shared.model.errors import TransientError
@@ -490,3 +499,82 @@ def retry_event(run: Run) -> Any:
     body = json.dumps(retry_body(run.run_id, run.next_retry)).encode()
     attributes = {KIND_ATTRIBUTE: MessageKind.RETRY.value}
     return message_published(body, attributes, "projects/local-project/topics/requests")
+
+
+def test_a_quota_refusal_alert_whose_publish_fails_is_sent_by_the_redelivery(
+    fresh_name: Callable[[str], str],
+    chain_config: Config,
+    chain_services: Services,
+    clock: Clock,
+    vertex: VertexAdmin,
+    subscribe: Callable[[str], Subscription],
+) -> None:
+    """The alert goes out before the run ends (``finish_run``): a failed publish leaves the run
+    open, so the redelivery (to which an ended run would be a duplicate) is refused again,
+    alerts, then ends it."""
+    alerts = subscribe(chain_services.config.alerts_topic)
+    vertex.call(
+        "POST",
+        "faults",
+        {
+            "method": "CreateCustomJob",
+            "code": "RESOURCE_EXHAUSTED",
+            "message": QUOTA_MESSAGE,
+            "count": 2,  # the first delivery and its redelivery are both refused
+        },
+    )
+    no_alerts_topic = replace(chain_config, alerts_topic=f"{chain_config.alerts_topic}-missing")
+    key = fresh_name("quota-unsent")
+
+    with pytest.raises(AlertNotSent):  # transient: the request is delivered again
+        start(
+            Services(no_alerts_topic, now=clock, _ledger=chain_services.ledger),
+            "quota-not-retried",
+            key,
+        )
+
+    the_run_id = run_id(request_run_key("unused", key))
+    waiting = run_of(chain_services, the_run_id)
+    assert not waiting.status.is_terminal()
+    assert waiting.alerts == ()  # the claim was given back
+    _, result = start(chain_services, "quota-not-retried", key)
+    assert result.outcome is DispatchOutcome.REJECTED
+    assert run_of(chain_services, the_run_id).status is RunStatus.FAILED
+    assert [a["reason"] for a in alerts_of(alerts, the_run_id)] == [AlertReason.QUOTA]
+    assert create_statuses(vertex, the_run_id) == [("RESOURCE_EXHAUSTED", "us-central1")] * 2
+
+
+def test_an_ending_decided_on_a_run_read_before_its_job_was_created_neither_alerts_nor_ends(
+    fresh_name: Callable[[str], str],
+    chain_services: Services,
+    vertex: VertexAdmin,
+    subscribe: Callable[[str], Subscription],
+) -> None:
+    """A stale delivery (it read the run before another claimed the attempt and created the
+    job) that decides to end the run: ``finish_run`` refuses (``LedgerConflict``), so the job
+    is not left running under an ended run, and no alert says the run ended."""
+    vertex.call("DELETE", "faults")  # a fault left by an earlier test must not refuse the create
+    alerts = subscribe(chain_services.config.alerts_topic)
+    the_run_id, result = start(chain_services, "quota-not-retried", fresh_name("stale-end"))
+    assert result.outcome is DispatchOutcome.SUBMITTED
+    now = chain_services.ledger.get_run(the_run_id)
+    assert now is not None
+    stale = replace(now, run=replace(now.run, status=RunStatus.ACCEPTED, attempts=()))
+
+    with pytest.raises(LedgerConflict):
+        finish_run(
+            chain_services.ledger,
+            stale,
+            RunStatus.REJECTED,
+            config=chain_services.config,
+            trigger="test",
+            reason=AlertReason.INVALID_SPEC,
+            message="no placement can ever take the job",
+            what_to_do="nothing",
+        )
+
+    run = run_of(chain_services, the_run_id)
+    assert run.status is RunStatus.SUBMITTED
+    assert run.alerts == ()
+    assert run.attempts[0].job_name is not None
+    assert alerts_of(alerts, the_run_id) == []
