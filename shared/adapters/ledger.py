@@ -285,6 +285,21 @@ class Ledger:
             return None
         return _snapshot_of(snapshot)
 
+    def get_runs(self, run_ids: Collection[str]) -> dict[str, RunSnapshot | None]:
+        """The runs ``run_ids`` as stored now (None for one that does not exist), in one round
+        trip (Firestore's batch get) however many there are."""
+        if not run_ids:
+            return {}
+        references = [self._document(run_id) for run_id in run_ids]
+        found: dict[str, RunSnapshot | None] = dict.fromkeys(run_ids)
+        with _translated_errors("get", ", ".join(run_ids)):
+            for snapshot in self._client.get_all(
+                references, retry=_READ_RETRY, timeout=CALL_TIMEOUT_SECONDS
+            ):
+                if snapshot.exists:
+                    found[snapshot.id] = _snapshot_of(snapshot)
+        return found
+
     def claim_attempt(self, current: RunSnapshot, attempt: Attempt) -> RunSnapshot:
         """Record ``attempt``'s intent, before CreateCustomJob, if ``current`` is still current.
 

@@ -142,14 +142,19 @@ def _reservation(
 
 
 def _runs_of(ledger: Ledger, books: Sequence[BudgetBook], own: Run) -> dict[str, Run | None]:
-    """The runs of the books' reservations, read now (the submitting run as given): whether
-    each reserved attempt is over, and what it held, is in its run's history."""
-    runs: dict[str, Run | None] = {own.run_id: own}
-    for book in books:
-        for reservation in book.reservations.values():
-            if reservation.run_id not in runs:
-                snapshot = ledger.get_run(reservation.run_id)
-                runs[reservation.run_id] = snapshot.run if snapshot is not None else None
+    """The runs of the books' reservations, read now in one batch (the submitting run as given):
+    whether each reserved attempt is over, and what it held, is in its run's history."""
+    others = {
+        reservation.run_id
+        for book in books
+        for reservation in book.reservations.values()
+        if reservation.run_id != own.run_id
+    }
+    runs: dict[str, Run | None] = {
+        run_id: snapshot.run if snapshot is not None else None
+        for run_id, snapshot in ledger.get_runs(sorted(others)).items()
+    }
+    runs[own.run_id] = own
     return runs
 
 

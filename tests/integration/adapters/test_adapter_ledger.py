@@ -204,6 +204,24 @@ def test_an_opened_run_reads_back_as_written(ledger: Ledger) -> None:
     assert ledger.get_run("r-ffffffffffffffffffffffff") is None
 
 
+def test_runs_read_in_one_batch_come_back_as_one_by_one_and_missing_ones_as_none(
+    ledger: Ledger,
+) -> None:
+    first, _ = ledger.open_run(new_run())
+    second, _ = ledger.open_run(new_run("r-0123456789abcdef0123456b"))
+    missing = "r-ffffffffffffffffffffffff"
+
+    read = ledger.get_runs([first.run.run_id, missing, second.run.run_id])
+
+    assert read == {
+        first.run.run_id: ledger.get_run(first.run.run_id),
+        second.run.run_id: ledger.get_run(second.run.run_id),
+        missing: None,
+    }
+    assert read[first.run.run_id] == first
+    assert ledger.get_runs([]) == {}
+
+
 def test_two_claims_from_one_snapshot_one_wins(ledger: Ledger) -> None:
     opened, _ = ledger.open_run(new_run())
 
